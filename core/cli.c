@@ -1,0 +1,240 @@
+/* The lunarun command: a thin user of the public API (lunarun.h) and the Lua
+ * glue (lua_glue.h). Exit 0: the run succeeded; 1: it failed; 2: misuse. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua_glue.h"
+#include "lunarun.h"
+
+#define LR_EXIT_OK 0
+#define LR_EXIT_FAILED 1
+#define LR_EXIT_MISUSE 2
+
+static const char lr__usage[] =
+    "usage: lunarun run [--bindings F.lua]... [--config F.lua] [--set key=value]... [--json] PROGRAM.ts|-\n"
+    "       lunarun describe [--bindings F.lua]...\n";
+
+typedef struct lr_cli {
+  const char *command;
+  const char **bindings;
+  size_t nbindings;
+  const char *config_file;
+  const char **sets;
+  size_t nsets;
+  int json;
+  const char *program_path;
+  /* run state */
+  uv_loop_t loop;
+  lr_runtime *rt;
+  lr_run *run;
+  uv_signal_t sigint, sigterm;
+  int exit_code;
+} lr_cli;
+
+static int lr__misuse(const char *fmt, const char *arg) {
+  fputs("lunarun: ", stderr);
+  fprintf(stderr, fmt, arg);
+  fputc('\n', stderr);
+  return LR_EXIT_MISUSE;
+}
+
+/* Takes the value of an option given as "--opt value" or "--opt=value". */
+static const char *lr__option_value(int argc, char **argv, int *i, const char *name) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=') return argv[*i] + n + 1;
+  if (strcmp(argv[*i], name) == 0 && *i + 1 < argc) return argv[++*i];
+  return NULL;
+}
+
+static bool lr__is_option(const char *arg, const char *name) {
+  size_t n = strlen(name);
+  return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
+static int lr__parse_args(lr_cli *cli, int argc, char **argv) {
+  if (argc < 2) return lr__misuse("%s", "a command is required (run or describe)\n" "see: lunarun --help");
+  cli->command = argv[1];
+  if (strcmp(cli->command, "--help") == 0 || strcmp(cli->command, "-h") == 0) {
+    fputs(lr__usage, stdout);
+    exit(LR_EXIT_OK);
+  }
+  if (strcmp(cli->command, "run") != 0 && strcmp(cli->command, "describe") != 0)
+    return lr__misuse("unknown command \"%s\" (use run or describe)", cli->command);
+  bool run = strcmp(cli->command, "run") == 0;
+  cli->bindings = calloc((size_t)argc, sizeof *cli->bindings);
+  cli->sets = calloc((size_t)argc, sizeof *cli->sets);
+  bool no_more_options = false;
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i], *v;
+    if (no_more_options || a[0] != '-' || strcmp(a, "-") == 0) {
+      if (!run) return lr__misuse("describe takes no program (got \"%s\")", a);
+      if (cli->program_path) return lr__misuse("only one program can be run (got also \"%s\")", a);
+      cli->program_path = a;
+    } else if (strcmp(a, "--") == 0) {
+      no_more_options = true;
+    } else if (lr__is_option(a, "--bindings")) {
+      if (!(v = lr__option_value(argc, argv, &i, "--bindings"))) return lr__misuse("%s needs a file", "--bindings");
+      cli->bindings[cli->nbindings++] = v;
+    } else if (run && lr__is_option(a, "--config")) {
+      if (!(v = lr__option_value(argc, argv, &i, "--config"))) return lr__misuse("%s needs a file", "--config");
+      if (cli->config_file) return lr__misuse("%s can be given once", "--config");
+      cli->config_file = v;
+    } else if (run && lr__is_option(a, "--set")) {
+      if (!(v = lr__option_value(argc, argv, &i, "--set"))) return lr__misuse("%s needs key=value", "--set");
+      if (!strchr(v, '=')) return lr__misuse("--set needs key=value, got \"%s\"", v);
+      cli->sets[cli->nsets++] = v;
+    } else if (run && strcmp(a, "--json") == 0) {
+      cli->json = 1;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      fputs(lr__usage, stdout);
+      exit(LR_EXIT_OK);
+    } else {
+      return lr__misuse("unknown option \"%s\" (see lunarun --help)", a);
+    }
+  }
+  if (run && !cli->program_path) return lr__misuse("%s", "run needs a program file, or - for standard input");
+  return 0;
+}
+
+static char *lr__read_all(FILE *f, size_t *len) {
+  size_t cap = 65536, n = 0;
+  char *data = malloc(cap);
+  size_t got;
+  while (data && (got = fread(data + n, 1, cap - n, f)) > 0) {
+    n += got;
+    if (n == cap) {
+      char *d = realloc(data, cap *= 2);
+      if (!d) {
+        free(data);
+        return NULL;
+      }
+      data = d;
+    }
+  }
+  if (!data || ferror(f)) {
+    free(data);
+    return NULL;
+  }
+  *len = n;
+  return data;
+}
+
+/* A readable rendering: the logs, then the value or "error (kind): message". */
+static void lr__print_text(const lr_result *r) {
+  for (size_t i = 0; i < r->nlogs; i++) {
+    fwrite(r->logs[i], 1, r->log_lens[i], stdout);
+    if (r->log_lens[i] == 0 || r->logs[i][r->log_lens[i] - 1] != '\n') fputc('\n', stdout);
+  }
+  if (r->kind != LR_OK) {
+    printf("error (%s): ", lr_kind_name(r->kind));
+    fwrite(r->message, 1, r->message_len, stdout);
+    fputc('\n', stdout);
+  } else if (r->value_json) {
+    fwrite(r->value_json, 1, r->value_len, stdout);
+    fputc('\n', stdout);
+  }
+}
+
+static void lr__on_disposed(void *ud) {
+  lr_cli *cli = ud;
+  cli->rt = NULL;
+  uv_close((uv_handle_t *)&cli->sigint, NULL);
+  uv_close((uv_handle_t *)&cli->sigterm, NULL);
+}
+
+static void lr__on_done(void *ud, const lr_result *r) {
+  lr_cli *cli = ud;
+  cli->run = NULL;
+  if (cli->json) {
+    size_t len;
+    char *json = lr_result_json(r, &len);
+    fwrite(json, 1, len, stdout);
+    fputc('\n', stdout);
+    free(json);
+  } else {
+    lr__print_text(r);
+  }
+  fflush(stdout);
+  cli->exit_code = r->kind == LR_OK ? LR_EXIT_OK : LR_EXIT_FAILED;
+  lr_runtime_dispose(cli->rt, lr__on_disposed, cli);
+}
+
+static void lr__on_signal(uv_signal_t *s, int signum) {
+  lr_cli *cli = s->data;
+  if (cli->run) lr_run_abort(cli->run);
+}
+
+int main(int argc, char **argv) {
+  lr_cli cli = {0};
+  int rc = lr__parse_args(&cli, argc, argv);
+  if (rc) return rc;
+  if (strcmp(cli.command, "describe") == 0)
+    return lr__misuse("%s", "describe is not available yet");
+
+  char err[LR_ERR_MAX];
+  lr_config cfg;
+  lr_config_init(&cfg);
+  uv_loop_init(&cli.loop);
+  lr_lua *lua = lr_lua_new(&cli.loop);
+  if (!lua) return lr__misuse("%s", "cannot create a Lua state");
+  int code = LR_EXIT_MISUSE;
+  char *program = NULL;
+  size_t program_len = 0;
+
+  if (cli.config_file && lr_lua_load_config(lua, cli.config_file, &cfg, err) != 0) goto misuse;
+  for (size_t i = 0; i < cli.nsets; i++) {
+    char key[128];
+    const char *eq = strchr(cli.sets[i], '=');
+    snprintf(key, sizeof key, "%.*s", (int)(eq - cli.sets[i]), cli.sets[i]);
+    if (lr_config_set(&cfg, key, eq + 1, err) != 0) goto misuse;
+  }
+  if (lr_config_check(&cfg, err) != 0) goto misuse;
+
+  FILE *f = strcmp(cli.program_path, "-") == 0 ? stdin : fopen(cli.program_path, "rb");
+  if (!f || !(program = lr__read_all(f, &program_len))) {
+    snprintf(err, sizeof err, "cannot read the program %s: %s", cli.program_path, strerror(errno));
+    if (f && f != stdin) fclose(f);
+    goto misuse;
+  }
+  if (f != stdin) fclose(f);
+
+  if (lr_runtime_new(&cli.loop, &cfg, &cli.rt, err) != 0) goto misuse;
+  for (size_t i = 0; i < cli.nbindings; i++) {
+    if (lr_lua_load_bindings(lua, cli.rt, cli.bindings[i], err) != 0) {
+      lr_runtime_dispose(cli.rt, NULL, NULL);
+      uv_run(&cli.loop, UV_RUN_DEFAULT);
+      goto misuse;
+    }
+  }
+
+  uv_signal_init(&cli.loop, &cli.sigint);
+  uv_signal_init(&cli.loop, &cli.sigterm);
+  cli.sigint.data = cli.sigterm.data = &cli;
+  uv_signal_start(&cli.sigint, lr__on_signal, SIGINT);
+  uv_signal_start(&cli.sigterm, lr__on_signal, SIGTERM);
+
+  lr_run_options opts = {.on_done = lr__on_done, .ud = &cli};
+  if (lr_run_start(cli.rt, program, program_len, &opts, &cli.run, err) != 0) {
+    lr_runtime_dispose(cli.rt, lr__on_disposed, &cli);
+    uv_run(&cli.loop, UV_RUN_DEFAULT);
+    goto misuse;
+  }
+  uv_run(&cli.loop, UV_RUN_DEFAULT);
+  code = cli.exit_code;
+  goto out;
+
+misuse:
+  fprintf(stderr, "lunarun: %s\n", err);
+  code = LR_EXIT_MISUSE;
+out:
+  free(program);
+  lr_config_free(&cfg);
+  lr_lua_close(lua);
+  uv_loop_close(&cli.loop);
+  free(cli.bindings);
+  free(cli.sets);
+  return code;
+}

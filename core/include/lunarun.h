@@ -1,0 +1,199 @@
+/* lunarun — run model-written TypeScript programs in a sandboxed Node worker
+ * and let them call host functions ("bindings").
+ *
+ * This is the one public header of the engine. Everything happens on a libuv
+ * loop the caller owns; no function blocks. Misuse (a bad config key, a bad
+ * name, a run on a disposed runtime) is reported by a return code with a
+ * message in `err` (LR_ERR_MAX bytes, may be NULL); a run that starts always
+ * ends with exactly one call of its completion callback.
+ *
+ * Ownership: strings passed in are copied unless said otherwise; results and
+ * strings passed to callbacks are owned by lunarun and valid only during the
+ * callback.
+ */
+#ifndef LUNARUN_H
+#define LUNARUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LR_ERR_MAX 512
+
+/* ---- Configuration (SPEC §2) ------------------------------------------ */
+
+/* Every limit of a run, plus where Node and the runtime's files are.
+ * Strings are owned by the config: set them with lr_config_set and release
+ * them with lr_config_free. */
+typedef struct lr_config {
+  uint64_t compute_ms;                 /* computeMs, default 60000 */
+  uint64_t max_wall_ms;                /* maxWallMs, default 600000 */
+  uint64_t max_output_bytes;           /* maxOutputBytes, default 64 MiB */
+  uint64_t max_old_generation_size_mb; /* maxOldGenerationSizeMb, default 512 */
+  uint64_t max_frame_bytes;            /* maxFrameBytes, default 256 MiB */
+  uint64_t kill_grace_ms;              /* killGraceMs, default 2000 */
+  char *node_path;    /* nodePath: the Node binary (>= 22.13); NULL = built-in default */
+  char *runtime_root; /* runtimeRoot: where a runtime installs its files; NULL = $TMPDIR or /tmp */
+} lr_config;
+
+/* Fills c with the defaults. */
+void lr_config_init(lr_config *c);
+
+/* Sets one key from its text, as the CLI's --set key=value does: numeric
+ * keys take a decimal integer. Unknown keys and bad values are refused with
+ * a message naming the key. */
+int lr_config_set(lr_config *c, const char *key, const char *value, char *err);
+
+/* Sets a numeric key from a number (as a Lua config file gives it). */
+int lr_config_set_number(lr_config *c, const char *key, double value, char *err);
+
+/* Checks the rules between keys (maxFrameBytes >= maxOutputBytes, ...).
+ * Each value alone is checked when it is set. */
+int lr_config_check(const lr_config *c, char *err);
+
+/* Copies src into dst (dst's old strings are not freed: init it first). */
+void lr_config_copy(lr_config *dst, const lr_config *src);
+
+/* Releases the strings of c. */
+void lr_config_free(lr_config *c);
+
+/* ---- Results (SPEC §4) ------------------------------------------------- */
+
+/* The failure kinds, from one table: X(enum, "kind"). */
+#define LR_KIND_MAP(X)                     \
+  X(LR_OK, "ok")                           \
+  X(LR_EXCEPTION, "exception")             \
+  X(LR_TIMEOUT, "timeout")                 \
+  X(LR_ABORT, "abort")                     \
+  X(LR_WORKER_EXIT, "worker-exit")         \
+  X(LR_INVALID_OUTPUT, "invalid-output")   \
+  X(LR_OUTPUT_LIMIT, "output-limit")
+
+typedef enum lr_kind {
+#define LR_KIND_ENUM(e, s) e,
+  LR_KIND_MAP(LR_KIND_ENUM)
+#undef LR_KIND_ENUM
+} lr_kind;
+
+/* "exception", "timeout", ... ("ok" for LR_OK). */
+const char *lr_kind_name(lr_kind kind);
+
+typedef struct lr_stats {
+  uint64_t wall_ms;       /* from lr_run_start to the result */
+  uint64_t compute_ms;    /* the worker's active time, as the runner measured it */
+  uint64_t output_bytes;  /* what the result's logs + value/message cost (SPEC §5) */
+  uint64_t binding_calls; /* calls the program made */
+  uint64_t log_entries;   /* log entries the program emitted (kept or not) */
+} lr_stats;
+
+typedef struct lr_result {
+  lr_kind kind;             /* LR_OK when the run succeeded */
+  const char *value_json;   /* compact JSON of the value; NULL when there is none */
+  size_t value_len;
+  size_t nlogs;             /* the kept log entries, in emission order */
+  const char *const *logs;  /* UTF-8 (lone surrogates as 3-byte WTF-8) */
+  const size_t *log_lens;
+  const char *message;      /* the failure message; NULL when kind == LR_OK */
+  size_t message_len;
+  lr_stats stats;
+} lr_result;
+
+/* Appends the result as one JSON object ({value?, logs, error?, stats}) to
+ * a malloc'd NUL-terminated string the caller frees. */
+char *lr_result_json(const lr_result *r, size_t *len);
+
+/* ---- Runtime, namespaces, runs ---------------------------------------- */
+
+typedef struct lr_runtime lr_runtime;
+typedef struct lr_run lr_run;
+typedef struct lr_call lr_call;
+
+/* Creates a runtime on the caller's loop: checks the config, installs the
+ * runner into a fresh folder under runtimeRoot. The config is copied. */
+int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, char *err);
+
+/* The loop and config the runtime was made with. */
+uv_loop_t *lr_runtime_loop(lr_runtime *rt);
+const lr_config *lr_runtime_config(lr_runtime *rt);
+
+/* A binding's handler: called on the loop with the call; it must complete
+ * the call exactly once, now or later, with lr_call_resolve or
+ * lr_call_reject. */
+typedef void (*lr_binding_fn)(void *ud, lr_call *call);
+
+/* Called when the runtime is disposed, so a namespace can release ud. */
+typedef void (*lr_namespace_free_fn)(void *ud);
+
+typedef struct lr_namespace_def {
+  const char *global;               /* the program's name for it, e.g. "tools" */
+  const char *error_class;          /* e.g. "ToolCallError"; NULL for plain Error */
+  const char *member_name_property; /* e.g. "toolName"; required with error_class */
+  const char *const *members;       /* the member names (arbitrary strings) */
+  size_t nmembers;
+  lr_binding_fn call;               /* handles every member */
+  void *ud;
+  lr_namespace_free_fn free_ud;     /* may be NULL */
+} lr_namespace_def;
+
+/* Adds a namespace to the runtime (visible to runs started afterwards).
+ * Names are checked against SPEC §9, including uniqueness across every
+ * global and error class of the runtime. */
+int lr_runtime_add_namespace(lr_runtime *rt, const lr_namespace_def *def, char *err);
+
+/* What a call carries. */
+const char *lr_call_global(const lr_call *call);
+const char *lr_call_member(const lr_call *call, size_t *len);
+/* The args as compact JSON text, owned by the call. */
+const char *lr_call_args_json(const lr_call *call, size_t *len);
+/* Internal-tree access for the Lua glue and other in-tree users (json.h). */
+const struct lr_json *lr_call_args(const lr_call *call);
+
+/* Completes a call with a value given as JSON text (checked: must be
+ * lossless JSON, else the program sees "binding resolution must be lossless
+ * JSON"). Frees the call. Safe after the run ended (the reply is dropped). */
+void lr_call_resolve_json(lr_call *call, const char *json, size_t len);
+/* The same with an in-tree value; takes ownership of *value. */
+void lr_call_resolve(lr_call *call, struct lr_json *value);
+/* Rejects a call: the program sees an error with this message. */
+void lr_call_reject(lr_call *call, const char *message, size_t len);
+/* Fails a call whose resolution was not lossless. */
+void lr_call_reject_lossy(lr_call *call);
+
+/* Called with each log entry as it arrives (before the ledger cuts). */
+typedef void (*lr_log_fn)(void *ud, const char *text, size_t len);
+/* Called exactly once with the result; the run is freed when it returns. */
+typedef void (*lr_done_fn)(void *ud, const lr_result *result);
+
+typedef struct lr_run_options {
+  const lr_config *config; /* NULL: the runtime's config; copied */
+  lr_log_fn on_log;        /* may be NULL */
+  lr_done_fn on_done;      /* required */
+  void *ud;
+} lr_run_options;
+
+/* Starts one run of program[0..len) (TypeScript). The completion callback is
+ * never called from inside this function. */
+int lr_run_start(lr_runtime *rt, const char *program, size_t len,
+                 const lr_run_options *opts, lr_run **out, char *err);
+
+/* Aborts a run: it resolves with kind "abort" once its sandbox is gone. */
+void lr_run_abort(lr_run *run);
+
+/* The run's figures so far. */
+lr_stats lr_run_stats(const lr_run *run);
+
+/* Disposes the runtime: aborts every run in flight, waits for their
+ * sandboxes to be gone (their completion callbacks are called), stops the
+ * strip helper, removes the installed files, and then calls on_disposed
+ * (may be NULL). The runtime is freed after on_disposed returns. */
+void lr_runtime_dispose(lr_runtime *rt, void (*on_disposed)(void *ud), void *ud);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,109 @@
+/* The runtime's and the run's inner state, shared by runtime.c (namespaces,
+ * installation, disposal), run.c (one run's state machine) and call.c (one
+ * binding call). Not part of the public API. */
+#ifndef LR_RUNTIME_H
+#define LR_RUNTIME_H
+
+#include "lunarun.h"
+#include "frame.h"
+#include "json.h"
+#include "ledger.h"
+#include "sandbox.h"
+#include "strip.h"
+
+typedef struct lr_namespace {
+  char *global;
+  char *error_class;          /* NULL for plain Error */
+  char *member_name_property; /* NULL without an error class */
+  char **members;
+  size_t *member_lens;
+  size_t nmembers;
+  lr_binding_fn call;
+  void *ud;
+  lr_namespace_free_fn free_ud;
+} lr_namespace;
+
+struct lr_runtime {
+  uv_loop_t *loop;
+  lr_config cfg;
+  char *node_path;   /* resolved, absolute */
+  char *dir;         /* the folder the runner is installed into */
+  char *runner_path;
+  char *strip_path;
+  lr_namespace *namespaces;
+  size_t nnamespaces;
+  lr_buf boot_namespaces; /* the JSON of the namespaces for boot frames */
+  lr_stripper *stripper;
+  lr_run *runs; /* runs in flight, linked by run->next/prev */
+  size_t nruns;
+  bool disposing, stripper_closed;
+  void (*on_disposed)(void *ud);
+  void *disposed_ud;
+};
+
+typedef enum lr_run_state {
+  LR_RUN_STRIPPING, /* waiting for the stripped program */
+  LR_RUN_RUNNING,   /* the sandbox is up, frames flow */
+  LR_RUN_SETTLED,   /* the result is decided; waiting for the sandbox to be gone */
+} lr_run_state;
+
+struct lr_call {
+  lr_run *run; /* NULL once the run settled: the reply is dropped */
+  const lr_namespace *ns;
+  uint64_t id;
+  size_t member;     /* index in ns->members */
+  lr_json args;
+  char *args_json;   /* made on first request */
+  size_t args_json_len;
+  lr_call *next, *prev; /* in run->calls */
+};
+
+struct lr_run {
+  lr_runtime *rt;
+  lr_run *next, *prev;
+  lr_config cfg;
+  lr_log_fn on_log;
+  lr_done_fn on_done;
+  void *ud;
+  lr_run_state state;
+  uint64_t strip_id;
+  lr_sandbox *sb;
+  bool sandbox_gone, timer_closed;
+  lr_frame_decoder dec;
+  uv_timer_t wall;
+  uint64_t started_ms;
+  /* What the program printed, as received. */
+  char **logs;
+  size_t *log_lens;
+  size_t nlogs, logs_cap;
+  lr_ledger ledger;
+  /* Bridge state. */
+  bool stdout_ended, exited, terminal_seen;
+  int64_t exit_status;
+  int exit_signal;
+  lr_buf stderr_tail;
+  uint64_t last_call_id;
+  lr_call *calls;
+  /* The result. */
+  lr_kind kind;
+  char *message;
+  size_t message_len;
+  lr_json value;
+  bool has_value;
+  lr_stats stats;
+};
+
+/* run.c */
+void lr__run_settle(lr_run *run, lr_kind kind, const char *message, size_t len);
+void lr__run_send_reply(lr_run *run, const lr_buf *json);
+
+/* runtime.c */
+const lr_namespace *lr__runtime_find_namespace(const lr_runtime *rt, const char *global, size_t len);
+void lr__runtime_run_finished(lr_runtime *rt, lr_run *run);
+
+/* call.c */
+lr_call *lr__call_new(lr_run *run, const lr_namespace *ns, size_t member, uint64_t id, lr_json *args);
+/* The run settled: its pending calls no longer reply. */
+void lr__call_detach_all(lr_run *run);
+
+#endif

@@ -1,0 +1,115 @@
+-- The CLI as a user meets it (SPEC §10): --json output, the readable
+-- rendering, exit codes, misuse.
+local h = require("spec.helper")
+
+local tools = h.fixtures .. "tools.lua"
+
+describe("lunarun run", function()
+  it("prints one JSON object with value, logs and stats under --json", function()
+    local r = h.run('console.log("hello"); return { answer: 42, list: [1, "two", null] }')
+    assert.are.equal(0, r.code)
+    assert.are.equal("", r.stderr)
+    -- One line, one object, keys in the SPEC's order.
+    assert.truthy(r.stdout:match('^{"value":{"answer":42,"list":%[1,"two",null%]},"logs":%["hello"%],"stats":{.*}}\n$'),
+      r.stdout)
+    local s = r.result.stats
+    assert.is_number(s.wallMs)
+    assert.is_number(s.computeMs)
+    assert.are.equal(0, s.bindingCalls)
+    assert.are.equal(#'["hello"]' + #'{"answer":42,"list":[1,"two",null]}', s.outputBytes)
+    h.assert_clean()
+  end)
+
+  it("prints an error object and exits 1 when the run fails", function()
+    local r = h.run('console.log("before"); throw new Error("bad")')
+    assert.are.equal(1, r.code)
+    assert.truthy(r.stdout:match('^{"logs":%["before"%],"error":{"kind":"exception","message":"Error: bad'), r.stdout)
+    assert.is_nil(r.result.value)
+  end)
+
+  it("keeps numbers exact in --json", function()
+    local r = h.run("return [0.1, 0.30000000000000004, 1e21, 5e-324, 123456789012345680000, 2 ** 53 - 1, -1.5e-7]")
+    assert.are.equal("[0.1,0.30000000000000004,1e+21,5e-324,123456789012345680000,9007199254740991,-1.5e-7]",
+      h.raw_value(r.stdout))
+  end)
+
+  it("renders logs then the value without --json", function()
+    local r = h.run('console.log("one"); console.log("two"); return { a: 1 }', { json = false })
+    assert.are.equal(0, r.code)
+    assert.are.equal('one\ntwo\n{"a":1}\n', r.stdout)
+  end)
+
+  it("renders logs then 'error (kind): message' without --json", function()
+    local r = h.run('console.log("one"); throw "plain"', { json = false })
+    assert.are.equal(1, r.code)
+    assert.are.equal("one\nerror (exception): plain\n", r.stdout)
+  end)
+
+  it("reads the program from standard input with -", function()
+    local prog = h.tmpfile("return 6 * 7", ".ts")
+    local r = h.cli("run --json - <" .. h.q(prog))
+    os.remove(prog)
+    assert.are.equal(0, r.code)
+    assert.truthy(r.stdout:find('"value":42', 1, true))
+  end)
+
+  it("runs the demo", function()
+    local r = h.cli("run --bindings " .. h.q(h.root .. "examples/tools.lua") .. " " .. h.q(h.root .. "examples/demo.ts"))
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.truthy(r.stdout:find('{"inStock":["apples","plums"],"next":42}', 1, true), r.stdout)
+    h.assert_clean()
+  end)
+
+  describe("misuse exits 2 with one line on stderr and starts nothing", function()
+    local function misuse(args, pattern)
+      local r = h.cli(args)
+      assert.are.equal(2, r.code, r.stdout .. r.stderr)
+      assert.are.equal("", r.stdout)
+      assert.truthy(r.stderr:match("^lunarun: [^\n]+\n$"), r.stderr)
+      if pattern then assert.truthy(r.stderr:find(pattern, 1, true), r.stderr) end
+      h.assert_clean()
+      return r
+    end
+    local prog
+    setup(function() prog = h.tmpfile("return 1", ".ts") end)
+    teardown(function() os.remove(prog) end)
+
+    it("an unknown flag", function() misuse("run --frobnicate " .. prog, "--frobnicate") end)
+    it("no command", function() misuse("", "command") end)
+    it("an unknown command", function() misuse("walk " .. prog, "walk") end)
+    it("no program", function() misuse("run --json", "program") end)
+    it("an unreadable program", function() misuse("run /nonexistent/p.ts", "/nonexistent/p.ts") end)
+    it("a bad --set key", function() misuse("run --set maxOutputByte=5 " .. prog, "maxOutputByte") end)
+    it("a bad --set value", function() misuse("run --set computeMs=abc " .. prog, "computeMs") end)
+    it("--set without =", function() misuse("run --set computeMs " .. prog, "key=value") end)
+    it("an unreadable bindings file", function() misuse("run --bindings /nonexistent/b.lua " .. prog, "/nonexistent/b.lua") end)
+    it("a bindings file with a syntax error", function()
+      misuse("run --bindings " .. h.fixtures .. "bad/syntax.lua " .. prog, "bad/syntax.lua")
+    end)
+    it("a bindings file that raises", function()
+      misuse("run --bindings " .. h.fixtures .. "bad/raises.lua " .. prog, "cannot load this")
+    end)
+    it("a bindings file of the wrong shape", function()
+      misuse("run --bindings " .. h.fixtures .. "bad/number.lua " .. prog, "must return")
+    end)
+    it("a function that is not a function", function()
+      misuse("run --bindings " .. h.fixtures .. "bad/notfunction.lua " .. prog, "functions.f")
+    end)
+    it("an unknown namespace field", function()
+      misuse("run --bindings " .. h.fixtures .. "bad/unknownfield.lua " .. prog, '"readonly"')
+    end)
+    it("a config file that sets a bad value", function()
+      misuse("run --config " .. h.fixtures .. "config_bad.lua " .. prog, "maxOutputBytes")
+    end)
+    it("a config file with an unknown key", function()
+      misuse("run --config " .. h.fixtures .. "config_unknown.lua " .. prog, "maxOutputByte")
+    end)
+  end)
+
+  it("takes settings from a config file, --set overriding them", function()
+    local r = h.run('console.log("abc"); return "xy"', { config = h.fixtures .. "config_ok.lua" })
+    assert.are.equal(0, r.code)
+    r = h.run('console.log("abc"); return "xy"', { config = h.fixtures .. "config_ok.lua", sets = { "maxOutputBytes=10" } })
+    assert.are.equal("output-limit", r.result.error.kind)
+  end)
+end)

@@ -1,0 +1,99 @@
+-- Shared by the specs: run the real CLI on a program, read its result, and
+-- check that nothing of a run is left behind.
+local json = require("dkjson")
+
+local M = {}
+
+local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
+M.root = here .. "../"
+M.bin = os.getenv("LUNARUN_BIN") or (M.root .. "build/lunarun")
+M.fixtures = here .. "fixtures/"
+
+local function shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+M.q = shell_quote
+
+local tmpdir = os.getenv("TMPDIR") or "/tmp"
+local counter = 0
+function M.tmpfile(content, suffix)
+  counter = counter + 1
+  local path = string.format("%s/lunarun-spec-%d-%d%s", tmpdir, math.random(1, 1e9), counter, suffix or "")
+  if content then
+    local f = assert(io.open(path, "wb"))
+    f:write(content)
+    f:close()
+  end
+  return path
+end
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+M.slurp = slurp
+
+-- Runs `lunarun <args>` and returns {code, stdout, stderr, result}.
+-- opts: bindings = {files}, sets = {"k=v"}, config = file, json (default
+-- true), stdin = text (the program is then "-").
+function M.cli(args)
+  local out, err = M.tmpfile(), M.tmpfile()
+  local cmd = M.q(M.bin) .. " " .. args .. " >" .. out .. " 2>" .. err
+  local _, _, code = os.execute(cmd)
+  local r = { code = code, stdout = slurp(out), stderr = slurp(err) }
+  os.remove(out)
+  os.remove(err)
+  return r
+end
+
+function M.run(program, opts)
+  opts = opts or {}
+  local args = { "run" }
+  for _, b in ipairs(opts.bindings or {}) do
+    args[#args + 1] = "--bindings " .. M.q(b)
+  end
+  if opts.config then args[#args + 1] = "--config " .. M.q(opts.config) end
+  for _, s in ipairs(opts.sets or {}) do
+    args[#args + 1] = "--set " .. M.q(s)
+  end
+  if opts.json ~= false then args[#args + 1] = "--json" end
+  local prog = M.tmpfile(program, ".ts")
+  args[#args + 1] = M.q(prog)
+  local r = M.cli(table.concat(args, " "))
+  os.remove(prog)
+  if opts.json ~= false and r.stdout ~= "" then
+    r.result = json.decode(r.stdout, 1, json.null)
+  end
+  return r
+end
+
+-- The raw JSON text of the result's value, cut out of stdout, for exact
+-- comparisons that a Lua decoder would blur.
+function M.raw_value(stdout)
+  return stdout:match('^{"value":(.*),"logs":')
+end
+
+-- Processes left by runs: runners of any runtime, and the program's markers.
+function M.leftovers(pattern)
+  local pat = pattern or "lunarun-[A-Za-z0-9]+/(runner|strip)\\.mjs"
+  local p = io.popen("pgrep -af " .. M.q(pat) .. " 2>/dev/null")
+  local s = p:read("a")
+  p:close()
+  local list = {}
+  for line in s:gmatch("[^\n]+") do
+    if not line:find("pgrep", 1, true) then list[#list + 1] = line end
+  end
+  return list
+end
+
+-- Asserts nothing is left. No grace: the CLI returns only after every
+-- process of its run is gone.
+function M.assert_clean(pattern)
+  assert.are.same({}, M.leftovers(pattern))
+end
+
+M.json = json
+return M
