@@ -233,7 +233,12 @@ out:
   free(program);
   lr_config_free(&cfg);
   lr_lua_close(lua);
-  uv_loop_close(&cli.loop);
+  /* Every handle must be closed by now; one left open is a bug to report. */
+  if (uv_loop_close(&cli.loop) != 0) {
+    fputs("lunarun: internal error: handles were left open on the loop\n", stderr);
+    uv_print_all_handles(&cli.loop, stderr);
+    code = 70;
+  }
   free(cli.bindings);
   free(cli.sets);
   return code;

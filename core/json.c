@@ -285,6 +285,10 @@ static int lr__shortest(double d, char digits[32], int *exp10) {
 }
 
 size_t lr__json_number(double d, char buf[32]) {
+  if (!isfinite(d)) { /* not for this function, but never garbage */
+    memcpy(buf, "null", 5);
+    return 4;
+  }
   if (d == 0) { /* -0 too */
     buf[0] = '0', buf[1] = '\0';
     return 1;
