@@ -1,6 +1,10 @@
-/* Bindings files and config files in Lua, and calling their handlers. Every
- * call from C into Lua goes through lr__pcall (a traceback handler), so a
- * Lua error never unwinds through C that holds memory. */
+/* Bindings files and config files in Lua, and calling their handlers: each
+ * call runs in a coroutine of its own, which may wait (lunarun.wait) on the
+ * host's libuv loop, shared with luv. Every call from C into Lua is
+ * protected; a Lua error never unwinds through C that holds memory, and a
+ * handler can never take the host down: errors reject the call, a busy loop
+ * is cut by an instruction-count hook, a call that outlives its run is
+ * cancelled. */
 #include "lua_glue.h"
 
 #include <lauxlib.h>
@@ -12,17 +16,51 @@
 #include "json.h"
 #include "lua_values.h"
 
+/* The embedded Lua modules of lua/lunarun (made by cmake/embed.cmake). */
+struct lr_embedded {
+  const char *name;
+  const char *data;
+  size_t len;
+};
+extern const struct lr_embedded lr__lua_modules[];
+
+typedef struct lr_lua_call lr_lua_call;
+
 struct lr_lua {
   lua_State *L;
   uv_loop_t *loop;
+  lr_lua_call *running; /* the call whose coroutine runs now */
+  lr_lua_call *calls;   /* every call in flight */
+  uint64_t next_serial;
+  int loader_ref;       /* require("lunarun.loader") */
 };
 
-/* One namespace of a bindings file: its functions table, by registry ref. */
+/* One namespace of a bindings file: its normalized table (loader.lua). */
 typedef struct lr_lua_namespace {
   lr_lua *lua;
-  int functions_ref;
-  char *global;
+  int ns_ref;
+  uint64_t *busy_ns; /* per member: the longest a handler may run without waiting */
 } lr_lua_namespace;
+
+/* One binding call in flight. Its coroutine is pinned by co_ref. */
+struct lr_lua_call {
+  lr_lua *lua;
+  lr_lua_namespace *ns;
+  lr_call *call;
+  lua_State *co;
+  int co_ref, member_ref, info_ref;
+  uint64_t serial;      /* names the call to `done` closures, which may outlive it */
+  uint64_t wait_token;  /* which lunarun.wait a `done` belongs to */
+  int cancel_ref;       /* what the current wait returned to cancel it */
+  int early_ref;        /* values `done` got before the wait yielded */
+  bool waiting, in_starter, early, busy_exceeded;
+  uint64_t slice_start, busy_ns;
+  lr_lua_call *next, *prev;
+};
+
+/* Every thread's extra space holds the lr_lua, so hooks and lunarun.wait
+ * find it from any coroutine (new threads copy the main thread's). */
+static lr_lua *lr__lua_of(lua_State *L) { return *(lr_lua **)lua_getextraspace(L); }
 
 static int lr__traceback(lua_State *L) {
   /* Keep non-string errors (tables with `message`) as they are. */
@@ -39,6 +77,24 @@ static int lr__pcall(lua_State *L, int nargs, int nresults) {
   lua_remove(L, base);
   return rc;
 }
+
+/* luv's callbacks come through here: an error in one is reported, never
+ * fatal. */
+static int lr__luv_pcall(lua_State *L, int nargs, int nresults, int flags) {
+  (void)flags;
+  int top = lua_gettop(L) - nargs - 1;
+  int rc = lr__pcall(L, nargs, nresults);
+  if (rc != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    fprintf(stderr, "lunarun: error in a Lua callback: %s\n", msg ? msg : "(not a string)");
+    lua_settop(L, top);
+    return -rc;
+  }
+  if (nresults == LUA_MULTRET) nresults = lua_gettop(L) - top;
+  return nresults;
+}
+
+/* ---- the lunarun module inside the host's state ------------------------- */
 
 static int lr__array(lua_State *L) {
   if (lua_isnoneornil(L, 1)) {
@@ -62,15 +118,136 @@ static int lr__is_array(lua_State *L) {
   return 1;
 }
 
-/* require "lunarun" inside a bindings file. */
+static lr_lua_call *lr__find_call(lr_lua *lua, uint64_t serial) {
+  for (lr_lua_call *c = lua->calls; c; c = c->next)
+    if (c->serial == serial) return c;
+  return NULL;
+}
+
+static void lr__call_resume(lr_lua_call *lc, int nargs);
+
+/* done(...): ends the wait it was made for, once; later calls and calls
+ * after the binding call is over do nothing. */
+static int lr__done(lua_State *L) {
+  lr_lua *lua = lr__lua_of(L);
+  uint64_t serial = (uint64_t)lua_tointeger(L, lua_upvalueindex(1));
+  uint64_t token = (uint64_t)lua_tointeger(L, lua_upvalueindex(2));
+  lr_lua_call *lc = lr__find_call(lua, serial);
+  if (!lc || lc->wait_token != token || lc->early || !(lc->waiting || lc->in_starter)) return 0;
+  int n = lua_gettop(L);
+  if (lc->in_starter) {
+    /* Finished before the starter returned: keep the values for wait. */
+    lua_createtable(L, n, 1);
+    lua_insert(L, 1);
+    for (int i = n; i >= 1; i--) lua_rawseti(L, 1, i);
+    lua_pushinteger(L, n);
+    lua_setfield(L, 1, "n");
+    lc->early_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lc->early = true;
+    return 0;
+  }
+  lc->waiting = false;
+  luaL_unref(L, LUA_REGISTRYINDEX, lc->cancel_ref);
+  lc->cancel_ref = LUA_NOREF;
+  if (!lua_checkstack(lc->co, n + 4)) return luaL_error(L, "lunarun: too many values for done");
+  lua_xmove(L, lc->co, n);
+  lr__call_resume(lc, n);
+  return 0;
+}
+
+/* lunarun.wait(starter): starter(done) begins asynchronous work and may
+ * return a function that cancels it; the coroutine yields until done(...)
+ * is called, and wait returns what done got. */
+static int lr__wait(lua_State *L) {
+  lr_lua *lua = lr__lua_of(L);
+  lr_lua_call *lc = lua ? lua->running : NULL;
+  if (!lc || lc->co != L)
+    return luaL_error(L, "lunarun.wait must be called from a binding handler's own coroutine");
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  lc->wait_token++;
+  lc->early = false;
+  lua_pushinteger(L, (lua_Integer)lc->serial);
+  lua_pushinteger(L, (lua_Integer)lc->wait_token);
+  lua_pushcclosure(L, lr__done, 2);
+  lc->in_starter = true;
+  int rc = lua_pcall(L, 1, 1, 0);
+  lc->in_starter = false;
+  if (rc != LUA_OK) return lua_error(L);
+  if (lua_isfunction(L, -1)) lc->cancel_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  else lua_pop(L, 1);
+  if (lc->early) {
+    lc->early = false;
+    luaL_unref(L, LUA_REGISTRYINDEX, lc->cancel_ref);
+    lc->cancel_ref = LUA_NOREF;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lc->early_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, lc->early_ref);
+    lc->early_ref = LUA_NOREF;
+    int t = lua_gettop(L);
+    lua_getfield(L, t, "n");
+    int n = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    luaL_checkstack(L, n, "lunarun: too many values for done");
+    for (int i = 1; i <= n; i++) lua_rawgeti(L, t, i);
+    return n;
+  }
+  lc->waiting = true;
+  return lua_yield(L, 0);
+}
+
+/* The instruction-count hook: a handler that runs longer than its busy
+ * budget without waiting is stopped. Once over, the hook fires on every
+ * instruction, so a pcall inside the handler cannot swallow the error. */
+static void lr__busy_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  lr_lua *lua = lr__lua_of(L);
+  lr_lua_call *lc = lua ? lua->running : NULL;
+  if (!lc) return;
+  if (!lc->busy_exceeded && uv_hrtime() - lc->slice_start <= lc->busy_ns) return;
+  if (!lc->busy_exceeded) {
+    lc->busy_exceeded = true;
+    lua_sethook(lc->co, lr__busy_hook, LUA_MASKCOUNT, 1);
+  }
+  lua_sethook(L, lr__busy_hook, LUA_MASKCOUNT, 1);
+  size_t mlen;
+  const char *member = lr_call_member(lc->call, &mlen);
+  luaL_error(L, "binding \"%s.%s\" ran for more than %d ms without waiting", lr_call_global(lc->call), member,
+             (int)(lc->busy_ns / 1000000));
+}
+
+static const char *const lr__helper_modules[] = {"lunarun.helpers", NULL};
+
+/* require "lunarun" inside the host's state. */
 static int lr__open_module(lua_State *L) {
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 12);
   lua_getfield(L, LUA_REGISTRYINDEX, LR_LUA_NULL);
   lua_setfield(L, -2, "null");
   lua_pushcfunction(L, lr__array);
   lua_setfield(L, -2, "array");
   lua_pushcfunction(L, lr__is_array);
   lua_setfield(L, -2, "is_array");
+  lua_pushcfunction(L, lr__wait);
+  lua_setfield(L, -2, "wait");
+  /* The Lua-written helpers (sleep, exec, ...) take the table and fill it. */
+  for (const char *const *m = lr__helper_modules; *m; m++) {
+    lua_getglobal(L, "require");
+    lua_pushstring(L, *m);
+    lua_call(L, 1, 1);
+    lua_pushvalue(L, -2);
+    lua_call(L, 1, 0);
+  }
+  return 1;
+}
+
+static int lr__load_embedded(lua_State *L) {
+  const struct lr_embedded *e = lua_touserdata(L, lua_upvalueindex(1));
+  char chunkname[128];
+  snprintf(chunkname, sizeof chunkname, "=lua/%s.lua", e->name);
+  for (char *p = chunkname + 5; *p; p++)
+    if (*p == '.' && strcmp(p, ".lua") != 0) *p = '/';
+  if (luaL_loadbufferx(L, e->data, e->len, chunkname, "t") != LUA_OK) return lua_error(L);
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1);
   return 1;
 }
 
@@ -80,16 +257,32 @@ lr_lua *lr_lua_new(uv_loop_t *loop) {
   lua->L = luaL_newstate();
   lua->loop = loop;
   lua_State *L = lua->L;
+  *(lr_lua **)lua_getextraspace(L) = lua;
   luaL_openlibs(L);
   lr__lua_values_init(L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  for (const struct lr_embedded *e = lr__lua_modules; e->name; e++) {
+    lua_pushlightuserdata(L, (void *)e);
+    lua_pushcclosure(L, lr__load_embedded, 1);
+    lua_setfield(L, -2, e->name);
+  }
   lua_pushcfunction(L, lr__open_module);
   lua_setfield(L, -2, "lunarun");
   lua_pop(L, 1);
   /* luv on the engine's loop, so handlers can wait on timers, processes... */
   luv_set_loop(L, loop);
+  luv_set_callback(L, lr__luv_pcall);
   luaL_requiref(L, "luv", luaopen_luv, 0);
   lua_pop(L, 1);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "lunarun.loader");
+  if (lr__pcall(L, 1, 1) != LUA_OK) {
+    fprintf(stderr, "lunarun: cannot load lunarun.loader: %s\n", lua_tostring(L, -1));
+    lua_close(L);
+    free(lua);
+    return NULL;
+  }
+  lua->loader_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   return lua;
 }
 
@@ -99,28 +292,172 @@ void lr_lua_close(lr_lua *lua) {
   free(lua);
 }
 
-/* Runs the chunk in path and leaves its first result on the stack. */
-static int lr__run_file(lua_State *L, const char *path, const char *what, char *err) {
-  if (luaL_loadfilex(L, path, "t") != LUA_OK) {
-    lr__errf(err, "%s %s: %s", what, path, lua_tostring(L, -1));
-    lua_pop(L, 1);
-    return -1;
-  }
-  if (lr__pcall(L, 0, 1) != LUA_OK) {
-    const char *msg = lua_tostring(L, -1);
-    /* One line is enough for misuse; the traceback follows the first. */
-    size_t n = msg ? strcspn(msg, "\n") : 0;
-    lr__errf(err, "%s %s failed: %.*s", what, path, (int)n, msg ? msg : "(error object is not a string)");
-    lua_pop(L, 1);
-    return -1;
-  }
-  return 0;
+/* ---- calls ---------------------------------------------------------------- */
+
+static void lr__call_free(lr_lua_call *lc) {
+  lr_lua *lua = lc->lua;
+  lua_State *L = lua->L;
+  if (lc->prev) lc->prev->next = lc->next;
+  else lua->calls = lc->next;
+  if (lc->next) lc->next->prev = lc->prev;
+  luaL_unref(L, LUA_REGISTRYINDEX, lc->co_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, lc->member_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, lc->info_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, lc->cancel_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, lc->early_ref);
+  free(lc);
 }
+
+/* The message a rejected call carries: a string as it is, a table's
+ * `message`, anything else described. */
+static void lr__reject_with_error(lua_State *co, lr_call *call) {
+  size_t len = 0;
+  const char *msg = NULL;
+  if (lua_type(co, -1) == LUA_TSTRING || lua_type(co, -1) == LUA_TNUMBER) {
+    msg = lua_tolstring(co, -1, &len);
+  } else if (lua_type(co, -1) == LUA_TTABLE) {
+    lua_getfield(co, -1, "message");
+    if (lua_type(co, -1) == LUA_TSTRING) msg = lua_tolstring(co, -1, &len);
+    else lua_pop(co, 1);
+  }
+  if (!msg) {
+    size_t mlen;
+    const char *member = lr_call_member(call, &mlen);
+    lua_pushfstring(co, "binding \"%s.%s\" failed with a %s error value", lr_call_global(call), member,
+                    luaL_typename(co, -1));
+    msg = lua_tolstring(co, -1, &len);
+  }
+  lr_call_reject(call, msg, len);
+}
+
+/* Resumes the call's coroutine with nargs values on its stack, and
+ * completes the call when the coroutine ends. */
+static void lr__call_resume(lr_lua_call *lc, int nargs) {
+  lr_lua *lua = lc->lua;
+  lua_State *co = lc->co;
+  lr_lua_call *outer = lua->running;
+  lua->running = lc;
+  lc->slice_start = uv_hrtime();
+  int nres = 0;
+  int status = lua_resume(co, lua->L, nargs, &nres);
+  lua->running = outer;
+  if (status == LUA_YIELD) {
+    lua_pop(co, nres);
+    if (lc->waiting) return;
+    static const char msg[] = "the binding yielded outside lunarun.wait; nothing can resume it";
+    lr_call_reject(lc->call, msg, sizeof msg - 1);
+  } else if (status == LUA_OK) {
+    lr_json value;
+    char err[LR_ERR_MAX];
+    if (nres == 0) lua_pushnil(co);
+    if (lr__lua_to_json(co, -1, &value, err) != 0) lr_call_reject_lossy(lc->call);
+    else lr_call_resolve(lc->call, &value);
+  } else {
+    lr__reject_with_error(co, lc->call);
+  }
+  lr__call_free(lc);
+}
+
+static void lr__lua_call(void *ud, lr_call *call) {
+  lr_lua_namespace *ns = ud;
+  lr_lua *lua = ns->lua;
+  lua_State *L = lua->L;
+  lr_lua_call *lc = calloc(1, sizeof *lc);
+  if (!lc) {
+    lr_call_reject(call, "out of memory", 13);
+    return;
+  }
+  size_t index = lr_call_member_index(call);
+  lc->lua = lua;
+  lc->ns = ns;
+  lc->call = call;
+  lc->serial = ++lua->next_serial;
+  lc->cancel_ref = lc->early_ref = LUA_NOREF;
+  lc->busy_ns = ns->busy_ns[index];
+  lc->next = lua->calls;
+  if (lua->calls) lua->calls->prev = lc;
+  lua->calls = lc;
+  lr_call_set_user(call, lc);
+
+  lc->co = lua_newthread(L);
+  lc->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_sethook(lc->co, lr__busy_hook, LUA_MASKCOUNT, 1000);
+  lua_State *co = lc->co;
+  /* loader.invoke(member, args, info) */
+  lua_rawgeti(co, LUA_REGISTRYINDEX, lua->loader_ref);
+  lua_getfield(co, -1, "invoke");
+  lua_remove(co, -2);
+  lua_rawgeti(co, LUA_REGISTRYINDEX, ns->ns_ref);
+  lua_getfield(co, -1, "members");
+  lua_rawgeti(co, -1, (lua_Integer)index + 1);
+  lua_pushvalue(co, -1);
+  lc->member_ref = luaL_ref(co, LUA_REGISTRYINDEX);
+  lua_replace(co, -3);
+  lua_pop(co, 1);
+  lr__lua_push_json(co, lr_call_args(call));
+  lua_createtable(co, 0, 5);
+  lua_pushstring(co, lr_call_global(call));
+  lua_setfield(co, -2, "namespace");
+  size_t mlen;
+  const char *member = lr_call_member(call, &mlen);
+  lua_pushlstring(co, member, mlen);
+  lua_setfield(co, -2, "name");
+  lua_pushinteger(co, (lua_Integer)lr_call_run_id(call));
+  lua_setfield(co, -2, "run");
+  lua_pushinteger(co, (lua_Integer)lr_call_id(call));
+  lua_setfield(co, -2, "id");
+  lua_pushvalue(co, -1);
+  lc->info_ref = luaL_ref(co, LUA_REGISTRYINDEX);
+  lr__call_resume(lc, 3);
+}
+
+/* The engine is done with the call (timeout, or its run ended): cancel the
+ * wait in progress, tell the after hook, drop the coroutine. */
+static void lr__lua_cancel(void *ud, lr_call *call) {
+  lr_lua_namespace *ns = ud;
+  lr_lua_call *lc = lr_call_user(call);
+  lua_State *L = ns->lua->L;
+  int top = lua_gettop(L);
+  if (lc->cancel_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lc->cancel_ref);
+    if (lr__pcall(L, 0, 0) != LUA_OK)
+      fprintf(stderr, "lunarun: a wait's cancel function failed: %s\n", lua_tostring(L, -1));
+  }
+  lua_settop(L, top);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ns->lua->loader_ref);
+  lua_getfield(L, -1, "cancelled");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lc->member_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lc->info_ref);
+  lua_pushliteral(L, "the call was cancelled");
+  lr__pcall(L, 3, 0);
+  lua_settop(L, top);
+  lr_call_reject(call, "cancelled", 9); /* sends nothing now; frees the call */
+  lr__call_free(lc);
+}
+
+static void lr__lua_namespace_free(void *ud) {
+  lr_lua_namespace *ns = ud;
+  luaL_unref(ns->lua->L, LUA_REGISTRYINDEX, ns->ns_ref);
+  free(ns->busy_ns);
+  free(ns);
+}
+
+/* ---- config and bindings files ------------------------------------------- */
 
 int lr_lua_load_config(lr_lua *lua, const char *path, lr_config *cfg, char *err) {
   lua_State *L = lua->L;
   int top = lua_gettop(L);
-  if (lr__run_file(L, path, "config file", err) != 0) return -1;
+  if (luaL_loadfilex(L, path, "t") != LUA_OK) {
+    lr__errf(err, "config file %s", lua_tostring(L, -1));
+    lua_settop(L, top);
+    return -1;
+  }
+  if (lr__pcall(L, 0, 1) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    lr__errf(err, "config file %s failed: %.*s", path, msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "");
+    lua_settop(L, top);
+    return -1;
+  }
   int rc = 0;
   if (!lua_istable(L, -1)) {
     rc = lr__errf(err, "config file %s must return a table of settings, got %s", path, luaL_typename(L, -1));
@@ -148,164 +485,71 @@ int lr_lua_load_config(lr_lua *lua, const char *path, lr_config *cfg, char *err)
   return rc;
 }
 
-/* ---- calls ---------------------------------------------------------------- */
-
-/* The message a rejected call carries: a string as it is, a table's
- * `message`, anything else described. */
-static void lr__reject_with_error(lua_State *co, lr_call *call) {
-  size_t len = 0;
-  const char *msg = NULL;
-  if (lua_type(co, -1) == LUA_TSTRING || lua_type(co, -1) == LUA_TNUMBER) {
-    msg = lua_tolstring(co, -1, &len);
-  } else if (lua_type(co, -1) == LUA_TTABLE) {
-    lua_getfield(co, -1, "message");
-    if (lua_type(co, -1) == LUA_TSTRING) msg = lua_tolstring(co, -1, &len);
-  }
-  if (!msg) {
-    size_t mlen;
-    const char *member = lr_call_member(call, &mlen);
-    lua_pushfstring(co, "binding \"%s.%s\" failed with a %s error value", lr_call_global(call), member,
-                    luaL_typename(co, -1));
-    msg = lua_tolstring(co, -1, &len);
-  }
-  lr_call_reject(call, msg, len);
+static lua_Integer lr__int_field(lua_State *L, int t, const char *key) {
+  lua_getfield(L, t, key);
+  lua_Integer v = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+  lua_pop(L, 1);
+  return v;
 }
 
-static void lr__lua_call(void *ud, lr_call *call) {
-  lr_lua_namespace *ns = ud;
-  lua_State *L = ns->lua->L;
-  int top = lua_gettop(L);
-  /* Each call runs in a coroutine of its own. */
-  lua_State *co = lua_newthread(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ns->functions_ref);
-  size_t mlen;
-  const char *member = lr_call_member(call, &mlen);
-  lua_pushlstring(L, member, mlen);
-  lua_rawget(L, -2);
-  lua_xmove(L, co, 1); /* the handler */
-  lr__lua_push_json(co, lr_call_args(call));
-  int nres = 0;
-  int status = lua_resume(co, L, 1, &nres);
-  if (status == LUA_OK) {
-    lr_json value;
-    char err[LR_ERR_MAX];
-    if (nres == 0) lua_pushnil(co);
-    if (lr__lua_to_json(co, nres ? -nres : -1, &value, err) != 0)
-      lr_call_reject_lossy(call);
-    else
-      lr_call_resolve(call, &value);
-  } else if (status == LUA_YIELD) {
-    /* Waiting inside a handler needs the async helpers of the bindings
-     * layer; a bare yield has nobody to resume it. */
-    lua_resetthread(co);
-    static const char msg[] = "the binding yielded, but nothing can resume it (use a lunarun async helper)";
-    lr_call_reject(call, msg, sizeof msg - 1);
-  } else {
-    lr__reject_with_error(co, call);
-  }
-  lua_settop(L, top); /* drops the coroutine: the collector takes it */
-}
-
-static void lr__lua_namespace_free(void *ud) {
-  lr_lua_namespace *ns = ud;
-  luaL_unref(ns->lua->L, LUA_REGISTRYINDEX, ns->functions_ref);
-  free(ns->global);
-  free(ns);
-}
-
-/* ---- bindings files ----------------------------------------------------- */
-
-/* Checks one namespace table at the top of the stack and adds it. */
-static int lr__add_namespace(lr_lua *lua, lr_runtime *rt, const char *path, int index, char *err) {
+/* Adds one normalized namespace (at the top of the stack) to rt. */
+static int lr__add_namespace(lr_lua *lua, lr_runtime *rt, const char *path, char *err) {
   lua_State *L = lua->L;
   int t = lua_gettop(L);
-  char where[256];
-  snprintf(where, sizeof where, "bindings file %s: namespace %d", path, index);
-  if (!lua_istable(L, t)) return lr__errf(err, "%s must be a table, got %s", where, luaL_typename(L, t));
-  /* Unknown fields are misuse: a typo must not silently drop a setting. */
-  lua_pushnil(L);
-  while (lua_next(L, t)) {
-    lua_pop(L, 1);
-    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    if (!k || (strcmp(k, "global") && strcmp(k, "errorClass") && strcmp(k, "functions") &&
-               strcmp(k, "description"))) {
-      int rc = lr__errf(err, "%s: unknown field %s%s%s (known: global, errorClass, functions, description)",
-                        where, k ? "\"" : "", k ? k : luaL_typename(L, -1), k ? "\"" : "");
-      lua_settop(L, t);
-      return rc;
-    }
-  }
-  if (lua_getfield(L, t, "global") != LUA_TSTRING)
-    return lr__errf(err, "%s: field \"global\" must be a string", where);
+  lua_getfield(L, t, "global");
   const char *global = lua_tostring(L, -1);
-  snprintf(where, sizeof where, "bindings file %s: namespace \"%s\"", path, global);
   const char *error_class = NULL, *member_prop = NULL;
-  int et = lua_getfield(L, t, "errorClass");
-  if (et == LUA_TTABLE) {
-    if (lua_getfield(L, -1, "name") != LUA_TSTRING)
-      return lr__errf(err, "%s: field \"errorClass.name\" must be a string", where);
+  if (lua_getfield(L, t, "errorClass") == LUA_TTABLE) {
+    lua_getfield(L, -1, "name");
     error_class = lua_tostring(L, -1);
-    if (lua_getfield(L, -2, "memberNameProperty") != LUA_TSTRING)
-      return lr__errf(err, "%s: field \"errorClass.memberNameProperty\" must be a string", where);
+    lua_getfield(L, -2, "memberNameProperty");
     member_prop = lua_tostring(L, -1);
-  } else if (et != LUA_TNIL) {
-    return lr__errf(err, "%s: field \"errorClass\" must be a table {name=..., memberNameProperty=...}", where);
   }
-  if (lua_getfield(L, t, "functions") != LUA_TTABLE)
-    return lr__errf(err, "%s: field \"functions\" must be a table of functions", where);
-  int ft = lua_gettop(L);
-  size_t n = 0;
-  lua_pushnil(L);
-  while (lua_next(L, ft)) {
+  lua_getfield(L, t, "members");
+  int mt = lua_gettop(L);
+  size_t n = (size_t)luaL_len(L, mt);
+  const char **members = calloc(n + 1, sizeof *members);
+  lr_member_policy *policies = calloc(n + 1, sizeof *policies);
+  uint64_t *busy = calloc(n + 1, sizeof *busy);
+  for (size_t i = 0; i < n; i++) {
+    lua_rawgeti(L, mt, (lua_Integer)i + 1);
+    int m = lua_gettop(L);
+    lua_getfield(L, m, "name");
+    members[i] = lua_tostring(L, -1); /* kept alive by the members table */
     lua_pop(L, 1);
-    n++;
+    lua_getfield(L, m, "readOnly");
+    policies[i].read_only = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    policies[i].timeout_ms = (uint64_t)lr__int_field(L, m, "timeoutMs");
+    policies[i].max_calls = (uint64_t)lr__int_field(L, m, "maxCalls");
+    busy[i] = (uint64_t)lr__int_field(L, m, "maxBusyMs") * 1000000u;
+    lua_pop(L, 1);
   }
-  const char **members = calloc(n ? n : 1, sizeof *members);
-  size_t i = 0;
+  lr_lua_namespace *ns = calloc(1, sizeof *ns);
+  ns->lua = lua;
+  ns->busy_ns = busy;
+  lua_pushvalue(L, t);
+  ns->ns_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lr_namespace_def def = {
+      .global = global,
+      .error_class = error_class,
+      .member_name_property = member_prop,
+      .members = members,
+      .nmembers = n,
+      .policies = policies,
+      .call = lr__lua_call,
+      .cancel = lr__lua_cancel,
+      .ud = ns,
+      .free_ud = lr__lua_namespace_free,
+  };
+  char inner[LR_ERR_MAX];
   int rc = 0;
-  lua_pushnil(L);
-  while (lua_next(L, ft)) {
-    if (lua_type(L, -2) != LUA_TSTRING) {
-      rc = lr__errf(err, "%s: field \"functions\" has a %s key; member names are strings", where,
-                    luaL_typename(L, -2));
-    } else if (lua_type(L, -1) != LUA_TFUNCTION) {
-      rc = lr__errf(err, "%s: field \"functions.%s\" must be a function, got %s", where,
-                    lua_tostring(L, -2), luaL_typename(L, -1));
-    } else {
-      size_t klen;
-      const char *k = lua_tolstring(L, -2, &klen);
-      if (strlen(k) != klen) rc = lr__errf(err, "%s: a member name contains a NUL byte", where);
-      members[i++] = k; /* kept alive by the functions table, on the stack */
-    }
-    lua_pop(L, 1);
-    if (rc) {
-      lua_pop(L, 1);
-      break;
-    }
-  }
-  if (rc == 0) {
-    lr_lua_namespace *ns = calloc(1, sizeof *ns);
-    ns->lua = lua;
-    ns->global = strdup(global);
-    lua_pushvalue(L, ft);
-    ns->functions_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lr_namespace_def def = {
-        .global = global,
-        .error_class = error_class,
-        .member_name_property = member_prop,
-        .members = members,
-        .nmembers = i,
-        .call = lr__lua_call,
-        .ud = ns,
-        .free_ud = lr__lua_namespace_free,
-    };
-    char inner[LR_ERR_MAX];
-    if (lr_runtime_add_namespace(rt, &def, inner) != 0) {
-      rc = lr__errf(err, "bindings file %s: %s", path, inner);
-      lr__lua_namespace_free(ns);
-    }
+  if (lr_runtime_add_namespace(rt, &def, inner) != 0) {
+    rc = lr__errf(err, "bindings file %s: %s", path, inner);
+    lr__lua_namespace_free(ns);
   }
   free(members);
+  free(policies);
   lua_settop(L, t);
   return rc;
 }
@@ -313,26 +557,21 @@ static int lr__add_namespace(lr_lua *lua, lr_runtime *rt, const char *path, int 
 int lr_lua_load_bindings(lr_lua *lua, lr_runtime *rt, const char *path, char *err) {
   lua_State *L = lua->L;
   int top = lua_gettop(L);
-  if (lr__run_file(L, path, "bindings file", err) != 0) return -1;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lua->loader_ref);
+  lua_getfield(L, -1, "load");
+  lua_pushstring(L, path);
+  if (lr__pcall(L, 1, 1) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    lr__errf(err, "%.*s", msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "bindings file failed to load");
+    lua_settop(L, top);
+    return -1;
+  }
+  int list = lua_gettop(L);
   int rc = 0;
-  int r = lua_gettop(L);
-  if (!lua_istable(L, r)) {
-    rc = lr__errf(err, "bindings file %s must return a namespace table or a list of them, got %s", path,
-                  luaL_typename(L, r));
-  } else if (lua_getfield(L, r, "global") != LUA_TNIL) {
+  for (lua_Integer i = 1; rc == 0 && i <= luaL_len(L, list); i++) {
+    lua_rawgeti(L, list, i);
+    rc = lr__add_namespace(lua, rt, path, err);
     lua_pop(L, 1);
-    lua_pushvalue(L, r);
-    rc = lr__add_namespace(lua, rt, path, 1, err);
-  } else {
-    lua_pop(L, 1);
-    lua_Integer n = luaL_len(L, r);
-    if (n == 0)
-      rc = lr__errf(err, "bindings file %s returned a table with neither \"global\" nor a list of namespaces", path);
-    for (lua_Integer i = 1; rc == 0 && i <= n; i++) {
-      lua_rawgeti(L, r, i);
-      rc = lr__add_namespace(lua, rt, path, (int)i, err);
-      lua_pop(L, 1);
-    }
   }
   lua_settop(L, top);
   return rc;

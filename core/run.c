@@ -101,6 +101,7 @@ static void lr__on_call(lr_run *run, lr_json *msg) {
   run->last_call_id = call_id;
   run->stats.binding_calls++;
   const lr_namespace *ns = lr__runtime_find_namespace(run->rt, global->u.str, global->len);
+  if (ns && (ns->index >= run->nnamespaces || !run->visible[ns->index])) ns = NULL;
   size_t member = 0;
   bool found = false;
   for (; ns && member < ns->nmembers; member++) {
@@ -126,8 +127,17 @@ static void lr__on_call(lr_run *run, lr_json *msg) {
     lr__reply_error(run, call_id, "binding arguments must be lossless JSON");
     return;
   }
-  lr_call *call = lr__call_new(run, ns, member, call_id, &value);
-  ns->call(ns->ud, call);
+  uint64_t limit = ns->policies[member].max_calls;
+  if (!run->call_counts[ns->index]) run->call_counts[ns->index] = lr__xcalloc(ns->nmembers, sizeof(uint64_t));
+  if (limit && ++run->call_counts[ns->index][member] > limit) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "binding \"%s.%.*s\" may be called at most %" PRIu64 " times per run",
+             ns->global, (int)(name->len > 100 ? 100 : name->len), name->u.str, limit);
+    lr__json_free(&value);
+    lr__reply_error(run, call_id, msg);
+    return;
+  }
+  lr__call_submit(run, ns, member, call_id, &value);
 }
 
 static void lr__on_done(lr_run *run, lr_json *msg) {
@@ -270,8 +280,13 @@ static void lr__write_boot(lr_run *run, const char *code, size_t len) {
   char num[32];
   lr__buf_append_str(&json, "{\"type\":\"boot\",\"program\":");
   lr__json_write_string(code, len, &json);
-  lr__buf_append_str(&json, ",\"namespaces\":");
-  lr__buf_append(&json, run->rt->boot_namespaces.data, run->rt->boot_namespaces.len);
+  lr__buf_append_str(&json, ",\"namespaces\":[");
+  for (size_t i = 0, n = 0; i < run->nnamespaces; i++) {
+    if (!run->visible[i]) continue;
+    if (n++) lr__buf_append_char(&json, ',');
+    lr__runtime_describe_namespace(run->rt->namespaces[i], &json);
+  }
+  lr__buf_append_char(&json, ']');
   const struct { const char *key; uint64_t v; } nums[] = {
       {"computeMs", run->cfg.compute_ms},
       {"maxOutputBytes", run->cfg.max_output_bytes},
@@ -375,6 +390,9 @@ static void lr__apply_ledger(lr_run *run) {
 }
 
 static void lr__run_free(lr_run *run) {
+  for (size_t i = 0; i < run->nnamespaces; i++) free(run->call_counts[i]);
+  free(run->call_counts);
+  free(run->visible);
   for (size_t i = 0; i < run->nlogs; i++) free(run->logs[i]);
   free(run->logs);
   free(run->log_lens);
@@ -424,8 +442,23 @@ int lr_run_start(lr_runtime *rt, const char *program, size_t len, const lr_run_o
   if (!opts || !opts->on_done) return lr__errf(err, "run: on_done is required");
   const lr_config *cfg = opts->config ? opts->config : &rt->cfg;
   if (lr_config_check(cfg, err) != 0) return -1;
+  bool *visible = lr__xcalloc(rt->nnamespaces + 1, sizeof *visible);
+  for (size_t i = 0; i < rt->nnamespaces; i++) visible[i] = opts->namespaces == NULL;
+  for (size_t i = 0; opts->namespaces && i < opts->nnamespaces; i++) {
+    const char *g = opts->namespaces[i];
+    const lr_namespace *ns = g ? lr__runtime_find_namespace(rt, g, strlen(g)) : NULL;
+    if (!ns) {
+      free(visible);
+      return lr__errf(err, "run: no namespace \"%s\" to make visible", g ? g : "(null)");
+    }
+    visible[ns->index] = true;
+  }
   lr_run *run = lr__xcalloc(1, sizeof *run);
   run->rt = rt;
+  run->id = ++rt->next_run_id;
+  run->nnamespaces = rt->nnamespaces;
+  run->visible = visible;
+  run->call_counts = lr__xcalloc(rt->nnamespaces + 1, sizeof *run->call_counts);
   lr_config_copy(&run->cfg, cfg);
   run->on_log = opts->on_log;
   run->on_done = opts->on_done;
@@ -448,6 +481,8 @@ int lr_run_start(lr_runtime *rt, const char *program, size_t len, const lr_run_o
 }
 
 void lr_run_abort(lr_run *run) { lr__run_settle(run, LR_ABORT, "the run was aborted", 19); }
+
+uint64_t lr_run_id(const lr_run *run) { return run->id; }
 
 lr_stats lr_run_stats(const lr_run *run) {
   lr_stats s = run->stats;

@@ -67,14 +67,7 @@ static char *lr__resolve_node(const lr_config *cfg, char *err) {
   return NULL;
 }
 
-/* The namespaces as the boot frame carries them; remade when one is added. */
-static void lr__make_boot_namespaces(lr_runtime *rt) {
-  lr_buf *b = &rt->boot_namespaces;
-  b->len = 0;
-  lr__buf_append_char(b, '[');
-  for (size_t i = 0; i < rt->nnamespaces; i++) {
-    const lr_namespace *ns = &rt->namespaces[i];
-    if (i) lr__buf_append_char(b, ',');
+void lr__runtime_describe_namespace(const lr_namespace *ns, lr_buf *b) {
     lr__buf_append_str(b, "{\"global\":");
     lr__json_write_string(ns->global, strlen(ns->global), b);
     lr__buf_append_str(b, ",\"members\":[");
@@ -93,6 +86,16 @@ static void lr__make_boot_namespaces(lr_runtime *rt) {
       lr__buf_append_str(b, "null");
     }
     lr__buf_append_char(b, '}');
+}
+
+/* The namespaces as the boot frame carries them; remade when one is added. */
+static void lr__make_boot_namespaces(lr_runtime *rt) {
+  lr_buf *b = &rt->boot_namespaces;
+  b->len = 0;
+  lr__buf_append_char(b, '[');
+  for (size_t i = 0; i < rt->nnamespaces; i++) {
+    if (i) lr__buf_append_char(b, ',');
+    lr__runtime_describe_namespace(rt->namespaces[i], b);
   }
   lr__buf_append_char(b, ']');
 }
@@ -151,7 +154,7 @@ const lr_config *lr_runtime_config(lr_runtime *rt) { return &rt->cfg; }
 /* True when name is already a global or an error class of the runtime. */
 static bool lr__name_taken(const lr_runtime *rt, const char *name) {
   for (size_t i = 0; i < rt->nnamespaces; i++) {
-    const lr_namespace *ns = &rt->namespaces[i];
+    const lr_namespace *ns = rt->namespaces[i];
     if (strcmp(ns->global, name) == 0 || (ns->error_class && strcmp(ns->error_class, name) == 0))
       return true;
   }
@@ -178,9 +181,15 @@ int lr_runtime_add_namespace(lr_runtime *rt, const lr_namespace_def *def, char *
   for (size_t i = 0; i < def->nmembers; i++)
     if (!def->members[i] || !lr__utf8_valid(def->members[i], strlen(def->members[i]), false))
       return lr__errf(err, "namespace \"%s\": member names must be UTF-8 strings", def->global);
+  for (size_t i = 0; def->policies && i < def->nmembers; i++)
+    if (def->policies[i].timeout_ms > (uint64_t)LR_MAX_SAFE_INTEGER ||
+        def->policies[i].max_calls > (uint64_t)LR_MAX_SAFE_INTEGER)
+      return lr__errf(err, "namespace \"%s\": member \"%s\": timeout and call limit must be safe integers",
+                      def->global, def->members[i]);
   rt->namespaces = lr__xrealloc(rt->namespaces, (rt->nnamespaces + 1) * sizeof *rt->namespaces);
-  lr_namespace *ns = &rt->namespaces[rt->nnamespaces++];
-  memset(ns, 0, sizeof *ns);
+  lr_namespace *ns = lr__xcalloc(1, sizeof *ns);
+  ns->index = rt->nnamespaces;
+  rt->namespaces[rt->nnamespaces++] = ns;
   ns->global = lr__xstrdup(def->global);
   ns->error_class = def->error_class ? lr__xstrdup(def->error_class) : NULL;
   ns->member_name_property = def->error_class ? lr__xstrdup(def->member_name_property) : NULL;
@@ -191,7 +200,10 @@ int lr_runtime_add_namespace(lr_runtime *rt, const lr_namespace_def *def, char *
     ns->members[i] = lr__xstrdup(def->members[i]);
     ns->member_lens[i] = strlen(def->members[i]);
   }
+  ns->policies = lr__xcalloc(def->nmembers, sizeof *ns->policies);
+  if (def->policies) memcpy(ns->policies, def->policies, def->nmembers * sizeof *ns->policies);
   ns->call = def->call;
+  ns->cancel = def->cancel;
   ns->ud = def->ud;
   ns->free_ud = def->free_ud;
   lr__make_boot_namespaces(rt);
@@ -200,15 +212,15 @@ int lr_runtime_add_namespace(lr_runtime *rt, const lr_namespace_def *def, char *
 
 const lr_namespace *lr__runtime_find_namespace(const lr_runtime *rt, const char *global, size_t len) {
   for (size_t i = 0; i < rt->nnamespaces; i++)
-    if (strlen(rt->namespaces[i].global) == len && memcmp(rt->namespaces[i].global, global, len) == 0)
-      return &rt->namespaces[i];
+    if (strlen(rt->namespaces[i]->global) == len && memcmp(rt->namespaces[i]->global, global, len) == 0)
+      return rt->namespaces[i];
   return NULL;
 }
 
 static void lr__runtime_maybe_disposed(lr_runtime *rt) {
   if (!rt->disposing || rt->nruns > 0 || !rt->stripper_closed) return;
   for (size_t i = 0; i < rt->nnamespaces; i++) {
-    lr_namespace *ns = &rt->namespaces[i];
+    lr_namespace *ns = rt->namespaces[i];
     if (ns->free_ud) ns->free_ud(ns->ud);
     for (size_t m = 0; m < ns->nmembers; m++) free(ns->members[m]);
     free(ns->members);
@@ -216,6 +228,8 @@ static void lr__runtime_maybe_disposed(lr_runtime *rt) {
     free(ns->global);
     free(ns->error_class);
     free(ns->member_name_property);
+    free(ns->policies);
+    free(ns);
   }
   free(rt->namespaces);
   unlink(rt->runner_path);

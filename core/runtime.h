@@ -18,7 +18,10 @@ typedef struct lr_namespace {
   char **members;
   size_t *member_lens;
   size_t nmembers;
+  lr_member_policy *policies; /* nmembers entries */
+  size_t index;               /* in rt->namespaces */
   lr_binding_fn call;
+  lr_binding_cancel_fn cancel;
   void *ud;
   lr_namespace_free_fn free_ud;
 } lr_namespace;
@@ -30,12 +33,13 @@ struct lr_runtime {
   char *dir;         /* the folder the runner is installed into */
   char *runner_path;
   char *strip_path;
-  lr_namespace *namespaces;
+  lr_namespace **namespaces; /* pointers: calls hold them across additions */
   size_t nnamespaces;
   lr_buf boot_namespaces; /* the JSON of the namespaces for boot frames */
   lr_stripper *stripper;
   lr_run *runs; /* runs in flight, linked by run->next/prev */
   size_t nruns;
+  uint64_t next_run_id;
   bool disposing, stripper_closed;
   void (*on_disposed)(void *ud);
   void *disposed_ud;
@@ -48,14 +52,19 @@ typedef enum lr_run_state {
 } lr_run_state;
 
 struct lr_call {
-  lr_run *run; /* NULL once the run settled: the reply is dropped */
+  lr_run *run;       /* NULL once the engine is done with it: completing only frees */
+  uint64_t run_id;
   const lr_namespace *ns;
   uint64_t id;
   size_t member;     /* index in ns->members */
+  bool read_only;
+  bool dispatched;   /* the handler has it */
   lr_json args;
   char *args_json;   /* made on first request */
   size_t args_json_len;
-  lr_call *next, *prev; /* in run->calls */
+  uv_timer_t *timer; /* the policy timeout, when there is one */
+  void *user;        /* the handler's */
+  lr_call *next, *prev; /* in run->queue (waiting) or run->calls (dispatched) */
 };
 
 struct lr_run {
@@ -83,7 +92,14 @@ struct lr_run {
   int exit_signal;
   lr_buf stderr_tail;
   uint64_t last_call_id;
-  lr_call *calls;
+  uint64_t id;
+  size_t nnamespaces;     /* the runtime's namespaces when the run started */
+  bool *visible;          /* per namespace index: may this run see it */
+  uint64_t **call_counts; /* per namespace index, per member: calls so far */
+  lr_call *calls;         /* dispatched, not completed */
+  lr_call *queue, *queue_tail; /* waiting for the read/write gate, in issue order */
+  size_t active_readers;
+  bool writer_active, pumping;
   /* The result. */
   lr_kind kind;
   char *message;
@@ -99,11 +115,15 @@ void lr__run_send_reply(lr_run *run, const lr_buf *json);
 
 /* runtime.c */
 const lr_namespace *lr__runtime_find_namespace(const lr_runtime *rt, const char *global, size_t len);
+/* Appends the boot descriptor of one namespace. */
+void lr__runtime_describe_namespace(const lr_namespace *ns, lr_buf *b);
 void lr__runtime_run_finished(lr_runtime *rt, lr_run *run);
 
 /* call.c */
-lr_call *lr__call_new(lr_run *run, const lr_namespace *ns, size_t member, uint64_t id, lr_json *args);
-/* The run settled: its pending calls no longer reply. */
+/* Queues a call behind the run's read/write gate and dispatches what the
+ * gate allows. Takes ownership of *args. */
+void lr__call_submit(lr_run *run, const lr_namespace *ns, size_t member, uint64_t id, lr_json *args);
+/* The run settled: queued calls are dropped, dispatched ones cancelled. */
 void lr__call_detach_all(lr_run *run);
 
 #endif

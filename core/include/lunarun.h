@@ -128,13 +128,30 @@ typedef void (*lr_binding_fn)(void *ud, lr_call *call);
 /* Called when the runtime is disposed, so a namespace can release ud. */
 typedef void (*lr_namespace_free_fn)(void *ud);
 
+/* Called when the engine no longer needs a call the handler still holds: its
+ * run settled, or the call timed out (the program already got the timeout).
+ * The handler should stop its work and complete the call soon (completing
+ * it now only frees it; nothing is sent). */
+typedef void (*lr_binding_cancel_fn)(void *ud, lr_call *call);
+
+/* How the engine schedules one member's calls within a run. */
+typedef struct lr_member_policy {
+  int read_only;       /* nonzero: may overlap other read-only calls; else the
+                          call runs alone, in the order the program issued it */
+  uint64_t timeout_ms; /* wall-clock limit of one call; 0 = none */
+  uint64_t max_calls;  /* calls allowed per run; 0 = unlimited */
+} lr_member_policy;
+
 typedef struct lr_namespace_def {
   const char *global;               /* the program's name for it, e.g. "tools" */
   const char *error_class;          /* e.g. "ToolCallError"; NULL for plain Error */
   const char *member_name_property; /* e.g. "toolName"; required with error_class */
   const char *const *members;       /* the member names (arbitrary strings) */
   size_t nmembers;
+  const lr_member_policy *policies; /* nmembers entries, or NULL: every member
+                                       mutating, no timeout, no call limit */
   lr_binding_fn call;               /* handles every member */
+  lr_binding_cancel_fn cancel;      /* may be NULL */
   void *ud;
   lr_namespace_free_fn free_ud;     /* may be NULL */
 } lr_namespace_def;
@@ -151,6 +168,15 @@ const char *lr_call_member(const lr_call *call, size_t *len);
 const char *lr_call_args_json(const lr_call *call, size_t *len);
 /* Internal-tree access for the Lua glue and other in-tree users (json.h). */
 const struct lr_json *lr_call_args(const lr_call *call);
+/* The id of the call's run (unique within the runtime, from 1), and the
+ * call's id within its run. */
+uint64_t lr_call_run_id(const lr_call *call);
+uint64_t lr_call_id(const lr_call *call);
+/* The member's index in the lr_namespace_def's members array. */
+size_t lr_call_member_index(const lr_call *call);
+/* One pointer of the handler's own, carried by the call. */
+void lr_call_set_user(lr_call *call, void *user);
+void *lr_call_user(const lr_call *call);
 
 /* Completes a call with a value given as JSON text (checked: must be
  * lossless JSON, else the program sees "binding resolution must be lossless
@@ -170,6 +196,8 @@ typedef void (*lr_done_fn)(void *ud, const lr_result *result);
 
 typedef struct lr_run_options {
   const lr_config *config; /* NULL: the runtime's config; copied */
+  const char *const *namespaces; /* the globals this run may see; NULL: all */
+  size_t nnamespaces;
   lr_log_fn on_log;        /* may be NULL */
   lr_done_fn on_done;      /* required */
   void *ud;
@@ -185,6 +213,9 @@ void lr_run_abort(lr_run *run);
 
 /* The run's figures so far. */
 lr_stats lr_run_stats(const lr_run *run);
+
+/* The run's id (unique within the runtime, from 1). */
+uint64_t lr_run_id(const lr_run *run);
 
 /* Disposes the runtime: aborts every run in flight, waits for their
  * sandboxes to be gone (their completion callbacks are called), stops the

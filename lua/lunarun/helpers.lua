@@ -1,0 +1,107 @@
+-- What a handler calls to wait in straight-line code. Each is built on
+-- lunarun.wait(starter): starter(done) begins the work and returns a function
+-- that cancels it (called when the call times out or its run ends first).
+local uv = require("luv")
+
+return function(lunarun)
+  local wait = lunarun.wait
+
+  -- Waits ms milliseconds.
+  function lunarun.sleep(ms)
+    assert(type(ms) == "number" and ms >= 0, "sleep: ms must be a non-negative number")
+    return wait(function(done)
+      local t = uv.new_timer()
+      t:start(math.floor(ms), 0, function()
+        t:close()
+        done()
+      end)
+      return function() if not t:is_closing() then t:close() end end
+    end)
+  end
+
+  -- Reads a whole file; returns its content, or nil and a message.
+  function lunarun.read_file(path)
+    return wait(function(done)
+      local cancelled = false
+      uv.fs_open(path, "r", 0, function(err, fd)
+        if err then return done(nil, err) end
+        uv.fs_fstat(fd, function(serr, st)
+          if serr then uv.fs_close(fd); return done(nil, serr) end
+          uv.fs_read(fd, st.size, 0, function(rerr, data)
+            uv.fs_close(fd)
+            if cancelled then return end
+            done(data, rerr)
+          end)
+        end)
+      end)
+      return function() cancelled = true end
+    end)
+  end
+
+  -- Runs a program (no shell) and returns {code, signal, stdout, stderr}.
+  -- opts: args = {...}, stdin = string, cwd, env = {"K=V"}, timeoutMs.
+  function lunarun.exec(cmd, opts)
+    opts = opts or {}
+    return wait(function(done)
+      local stdin, stdout, stderr = uv.new_pipe(false), uv.new_pipe(false), uv.new_pipe(false)
+      local out, err = {}, {}
+      local pending = 3 -- exit, stdout EOF, stderr EOF
+      local result = {}
+      local handle, timer
+      local function close_all()
+        for _, h in ipairs({ stdin, stdout, stderr, handle, timer }) do
+          if h and not h:is_closing() then h:close() end
+        end
+      end
+      local function finish()
+        pending = pending - 1
+        if pending > 0 then return end
+        close_all()
+        result.stdout, result.stderr = table.concat(out), table.concat(err)
+        done(result)
+      end
+      local spawn_err
+      handle, spawn_err = uv.spawn(cmd, {
+        args = opts.args, cwd = opts.cwd, env = opts.env, stdio = { stdin, stdout, stderr },
+      }, function(code, signal)
+        result.code, result.signal = code, signal
+        finish()
+      end)
+      if not handle then
+        close_all()
+        done(nil, spawn_err)
+        return
+      end
+      local function reader(buf)
+        return function(rerr, data)
+          if data then buf[#buf + 1] = data else finish() end
+        end
+      end
+      stdout:read_start(reader(out))
+      stderr:read_start(reader(err))
+      if opts.stdin then stdin:write(opts.stdin) end
+      stdin:shutdown()
+      if opts.timeoutMs then
+        timer = uv.new_timer()
+        timer:start(opts.timeoutMs, 0, function() if handle and not handle:is_closing() then handle:kill("sigkill") end end)
+      end
+      return function()
+        if handle and not handle:is_closing() then handle:kill("sigkill") end
+        close_all()
+      end
+    end)
+  end
+
+  -- An HTTP request through libcurl on the host's loop:
+  -- {method, url, headers = {Name = value}, body, timeoutMs, maxBytes}
+  -- → {status, headers, body}, or nil and a message.
+  function lunarun.http(request)
+    local http = lunarun.http_client
+    if not http then error("lunarun.http: this host was built without libcurl", 2) end
+    return wait(function(done)
+      return http.request(request, done)
+    end)
+  end
+
+  return lunarun
+end
