@@ -171,9 +171,6 @@ int main(int argc, char **argv) {
   lr_cli cli = {0};
   int rc = lr__parse_args(&cli, argc, argv);
   if (rc) return rc;
-  if (strcmp(cli.command, "describe") == 0)
-    return lr__misuse("%s", "describe is not available yet");
-
   char err[LR_ERR_MAX];
   lr_config cfg;
   lr_config_init(&cfg);
@@ -183,6 +180,15 @@ int main(int argc, char **argv) {
   int code = LR_EXIT_MISUSE;
   char *program = NULL;
   size_t program_len = 0;
+
+  if (strcmp(cli.command, "describe") == 0) {
+    char *text;
+    if (lr_lua_describe(lua, cli.bindings, cli.nbindings, &text, err) != 0) goto misuse;
+    fputs(text, stdout);
+    free(text);
+    code = LR_EXIT_OK;
+    goto out;
+  }
 
   if (cli.config_file && lr_lua_load_config(lua, cli.config_file, &cfg, err) != 0) goto misuse;
   for (size_t i = 0; i < cli.nsets; i++) {

@@ -492,80 +492,157 @@ static lua_Integer lr__int_field(lua_State *L, int t, const char *key) {
   return v;
 }
 
-/* Adds one normalized namespace (at the top of the stack) to rt. */
-static int lr__add_namespace(lr_lua *lua, lr_runtime *rt, const char *path, char *err) {
-  lua_State *L = lua->L;
-  int t = lua_gettop(L);
+/* The def of the normalized namespace at stack index t (loader.lua). Its
+ * strings live as long as that table stays on the stack; the arrays are the
+ * caller's to free. */
+static void lr__namespace_def(lua_State *L, int t, lr_namespace_def *def, uint64_t **busy) {
+  int top = lua_gettop(L);
+  memset(def, 0, sizeof *def);
   lua_getfield(L, t, "global");
-  const char *global = lua_tostring(L, -1);
-  const char *error_class = NULL, *member_prop = NULL;
+  def->global = lua_tostring(L, -1);
+  lua_pop(L, 1); /* still referenced by the table */
   if (lua_getfield(L, t, "errorClass") == LUA_TTABLE) {
     lua_getfield(L, -1, "name");
-    error_class = lua_tostring(L, -1);
+    def->error_class = lua_tostring(L, -1);
     lua_getfield(L, -2, "memberNameProperty");
-    member_prop = lua_tostring(L, -1);
+    def->member_name_property = lua_tostring(L, -1);
   }
+  lua_settop(L, top);
   lua_getfield(L, t, "members");
   int mt = lua_gettop(L);
   size_t n = (size_t)luaL_len(L, mt);
   const char **members = calloc(n + 1, sizeof *members);
   lr_member_policy *policies = calloc(n + 1, sizeof *policies);
-  uint64_t *busy = calloc(n + 1, sizeof *busy);
+  *busy = calloc(n + 1, sizeof **busy);
   for (size_t i = 0; i < n; i++) {
     lua_rawgeti(L, mt, (lua_Integer)i + 1);
     int m = lua_gettop(L);
     lua_getfield(L, m, "name");
     members[i] = lua_tostring(L, -1); /* kept alive by the members table */
-    lua_pop(L, 1);
     lua_getfield(L, m, "readOnly");
     policies[i].read_only = lua_toboolean(L, -1);
-    lua_pop(L, 1);
     policies[i].timeout_ms = (uint64_t)lr__int_field(L, m, "timeoutMs");
     policies[i].max_calls = (uint64_t)lr__int_field(L, m, "maxCalls");
-    busy[i] = (uint64_t)lr__int_field(L, m, "maxBusyMs") * 1000000u;
-    lua_pop(L, 1);
+    (*busy)[i] = (uint64_t)lr__int_field(L, m, "maxBusyMs") * 1000000u;
+    lua_settop(L, mt);
   }
+  lua_settop(L, top);
+  def->members = members;
+  def->nmembers = n;
+  def->policies = policies;
+  def->call = lr__lua_call;
+  def->cancel = lr__lua_cancel;
+  def->free_ud = lr__lua_namespace_free;
+}
+
+/* Adds one normalized namespace (at the top of the stack) to rt. */
+static int lr__add_namespace(lr_lua *lua, lr_runtime *rt, const char *path, char *err) {
+  lua_State *L = lua->L;
+  int t = lua_gettop(L);
+  lr_namespace_def def;
   lr_lua_namespace *ns = calloc(1, sizeof *ns);
+  lr__namespace_def(L, t, &def, &ns->busy_ns);
   ns->lua = lua;
-  ns->busy_ns = busy;
   lua_pushvalue(L, t);
   ns->ns_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  lr_namespace_def def = {
-      .global = global,
-      .error_class = error_class,
-      .member_name_property = member_prop,
-      .members = members,
-      .nmembers = n,
-      .policies = policies,
-      .call = lr__lua_call,
-      .cancel = lr__lua_cancel,
-      .ud = ns,
-      .free_ud = lr__lua_namespace_free,
-  };
+  def.ud = ns;
   char inner[LR_ERR_MAX];
   int rc = 0;
   if (lr_runtime_add_namespace(rt, &def, inner) != 0) {
     rc = lr__errf(err, "bindings file %s: %s", path, inner);
     lr__lua_namespace_free(ns);
   }
-  free(members);
-  free(policies);
+  free((void *)def.members);
+  free((void *)def.policies);
   lua_settop(L, t);
   return rc;
+}
+
+/* Runs loader.load(path), leaving the list of namespaces on the stack. */
+static int lr__load_file(lr_lua *lua, const char *path, char *err) {
+  lua_State *L = lua->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lua->loader_ref);
+  lua_getfield(L, -1, "load");
+  lua_remove(L, -2);
+  lua_pushstring(L, path);
+  if (lr__pcall(L, 1, 1) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    lr__errf(err, "%.*s", msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "bindings file failed to load");
+    lua_pop(L, 1);
+    return -1;
+  }
+  return 0;
+}
+
+int lr_lua_describe(lr_lua *lua, const char *const *paths, size_t npaths, char **out, char *err) {
+  lua_State *L = lua->L;
+  int top = lua_gettop(L);
+  *out = NULL;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "lunarun.describe");
+  if (lr__pcall(L, 1, 1) != LUA_OK) {
+    lr__errf(err, "describe: %s", lua_tostring(L, -1));
+    lua_settop(L, top);
+    return -1;
+  }
+  lua_getfield(L, -1, "render");
+  lua_newtable(L);
+  int all = lua_gettop(L);
+  lua_newtable(L); /* globals and class names seen: one scope in the program */
+  int taken = lua_gettop(L);
+  for (size_t p = 0; p < npaths; p++) {
+    if (lr__load_file(lua, paths[p], err) != 0) {
+      lua_settop(L, top);
+      return -1;
+    }
+    int list = lua_gettop(L);
+    for (lua_Integer i = 1; i <= luaL_len(L, list); i++) {
+      lua_rawgeti(L, list, i);
+      lr_namespace_def def;
+      uint64_t *busy;
+      lr__namespace_def(L, lua_gettop(L), &def, &busy);
+      char inner[LR_ERR_MAX];
+      int rc = lr_namespace_def_check(&def, inner);
+      free((void *)def.members);
+      free((void *)def.policies);
+      free(busy);
+      const char *names[2] = {def.global, def.error_class};
+      for (int k = 0; rc == 0 && k < 2 && names[k]; k++) {
+        if (lua_getfield(L, taken, names[k]) != LUA_TNIL)
+          rc = lr__errf(inner, "namespace \"%s\": \"%s\" is already used by another namespace or error class",
+                        def.global, names[k]);
+        lua_pop(L, 1);
+        lua_pushboolean(L, 1);
+        lua_setfield(L, taken, names[k]);
+      }
+      if (rc != 0) {
+        lr__errf(err, "bindings file %s: %s", paths[p], inner);
+        lua_settop(L, top);
+        return -1;
+      }
+      lua_rawseti(L, all, luaL_len(L, all) + 1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1); /* taken */
+  if (lr__pcall(L, 1, 1) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    lr__errf(err, "%.*s", msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "describe failed");
+    lua_settop(L, top);
+    return -1;
+  }
+  size_t len;
+  const char *text = lua_tolstring(L, -1, &len);
+  *out = malloc(len + 1);
+  if (*out) memcpy(*out, text, len + 1);
+  lua_settop(L, top);
+  return 0;
 }
 
 int lr_lua_load_bindings(lr_lua *lua, lr_runtime *rt, const char *path, char *err) {
   lua_State *L = lua->L;
   int top = lua_gettop(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, lua->loader_ref);
-  lua_getfield(L, -1, "load");
-  lua_pushstring(L, path);
-  if (lr__pcall(L, 1, 1) != LUA_OK) {
-    const char *msg = lua_tostring(L, -1);
-    lr__errf(err, "%.*s", msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "bindings file failed to load");
-    lua_settop(L, top);
-    return -1;
-  }
+  if (lr__load_file(lua, path, err) != 0) return -1;
   int list = lua_gettop(L);
   int rc = 0;
   for (lua_Integer i = 1; rc == 0 && i <= luaL_len(L, list); i++) {

@@ -17,6 +17,11 @@ lr_lua *lr_lua_new(uv_loop_t *loop);
  * its namespaces to rt. Misuse names the file, the namespace and the field. */
 int lr_lua_load_bindings(lr_lua *lua, lr_runtime *rt, const char *path, char *err);
 
+/* The TypeScript declarations (and usage note) for the namespaces of the
+ * given bindings files, checked as a run would check them. *out is
+ * malloc'd (the caller frees it). */
+int lr_lua_describe(lr_lua *lua, const char *const *paths, size_t npaths, char **out, char *err);
+
 /* Runs a config file (a Lua chunk returning {key = value}) into cfg. */
 int lr_lua_load_config(lr_lua *lua, const char *path, lr_config *cfg, char *err);
 

@@ -161,17 +161,14 @@ static bool lr__name_taken(const lr_runtime *rt, const char *name) {
   return false;
 }
 
-int lr_runtime_add_namespace(lr_runtime *rt, const lr_namespace_def *def, char *err) {
-  if (rt->disposing) return lr__errf(err, "the runtime is disposed");
+int lr_namespace_def_check(const lr_namespace_def *def, char *err) {
   if (!def->call) return lr__errf(err, "namespace \"%s\": no call function", def->global ? def->global : "");
   if (lr__name_check_identifier(def->global, "namespace global", err) != 0) return -1;
-  if (lr__name_taken(rt, def->global))
-    return lr__errf(err, "namespace global \"%s\" is already used by another namespace or error class", def->global);
   if (def->error_class) {
     char inner[LR_ERR_MAX];
     if (lr__name_check_identifier(def->error_class, "error class name", inner) != 0)
       return lr__errf(err, "namespace \"%s\": %s", def->global, inner);
-    if (strcmp(def->error_class, def->global) == 0 || lr__name_taken(rt, def->error_class))
+    if (strcmp(def->error_class, def->global) == 0)
       return lr__errf(err, "namespace \"%s\": error class name \"%s\" is already used", def->global, def->error_class);
     if (lr__name_check_member_property(def->member_name_property, inner) != 0)
       return lr__errf(err, "namespace \"%s\": %s", def->global, inner);
@@ -186,6 +183,16 @@ int lr_runtime_add_namespace(lr_runtime *rt, const lr_namespace_def *def, char *
         def->policies[i].max_calls > (uint64_t)LR_MAX_SAFE_INTEGER)
       return lr__errf(err, "namespace \"%s\": member \"%s\": timeout and call limit must be safe integers",
                       def->global, def->members[i]);
+  return 0;
+}
+
+int lr_runtime_add_namespace(lr_runtime *rt, const lr_namespace_def *def, char *err) {
+  if (rt->disposing) return lr__errf(err, "the runtime is disposed");
+  if (lr_namespace_def_check(def, err) != 0) return -1;
+  if (lr__name_taken(rt, def->global))
+    return lr__errf(err, "namespace global \"%s\" is already used by another namespace or error class", def->global);
+  if (def->error_class && lr__name_taken(rt, def->error_class))
+    return lr__errf(err, "namespace \"%s\": error class name \"%s\" is already used", def->global, def->error_class);
   rt->namespaces = lr__xrealloc(rt->namespaces, (rt->nnamespaces + 1) * sizeof *rt->namespaces);
   lr_namespace *ns = lr__xcalloc(1, sizeof *ns);
   ns->index = rt->nnamespaces;

@@ -156,6 +156,10 @@ typedef struct lr_namespace_def {
   lr_namespace_free_fn free_ud;     /* may be NULL */
 } lr_namespace_def;
 
+/* Checks a namespace against SPEC §9 (names) and the policy bounds, without
+ * a runtime (uniqueness across namespaces is lr_runtime_add_namespace's). */
+int lr_namespace_def_check(const lr_namespace_def *def, char *err);
+
 /* Adds a namespace to the runtime (visible to runs started afterwards).
  * Names are checked against SPEC §9, including uniqueness across every
  * global and error class of the runtime. */

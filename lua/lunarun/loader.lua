@@ -3,122 +3,143 @@
 -- handler (argument check, hooks, the handler) inside the call's coroutine.
 local M = {}
 
-local policy_keys = { readOnly = "boolean", timeoutMs = "integer", maxCalls = "integer", maxBusyMs = "integer" }
-local namespace_keys = { global = true, description = true, errorClass = true, policy = true, hooks = true,
-  functions = true }
-local function_keys = { handler = true, description = true, args = true, result = true }
-for k in pairs(policy_keys) do function_keys[k] = true end
+local schema = require("lunarun.schema")
+local q = schema.json_quote
 
-local function fail(where, field, msg)
-  error(string.format("%s: field \"%s\" %s", where, field, msg), 0)
+local NAMESPACE_KEYS = { global = true, description = true, errorClass = true, policy = true, hooks = true, functions = true }
+local NAMESPACE_KEY_LIST = "global, description, errorClass, policy, hooks, functions"
+local FUNCTION_KEYS = {
+  handler = true, description = true, args = true, result = true,
+  readOnly = true, timeoutMs = true, maxCalls = true, maxBusyMs = true,
+}
+local FUNCTION_KEY_LIST = "handler, description, args, result, readOnly, timeoutMs, maxCalls, maxBusyMs"
+local POLICY_KEYS = { readOnly = true, timeoutMs = true, maxCalls = true, maxBusyMs = true }
+local POLICY_KEY_LIST = "readOnly, timeoutMs, maxCalls, maxBusyMs"
+
+local function fail(where, msg)
+  error(where .. ": " .. msg, 0)
 end
 
-local function check_policy_value(where, field, key, value)
-  local want = policy_keys[key]
-  if want == "boolean" then
-    if type(value) ~= "boolean" then fail(where, field, "must be true or false") end
-  elseif math.type(value) ~= "integer" and not (type(value) == "number" and value == math.floor(value)) then
-    fail(where, field, "must be a positive integer")
-  elseif value < 1 or value > 9007199254740991 then
-    fail(where, field, "must be a positive integer (1 .. 2^53-1)")
+local function key_text(k)
+  return type(k) == "string" and q(k) or type(k)
+end
+
+-- readOnly is a boolean, the rest positive safe integers.
+local function check_policy_value(where, field, key, v)
+  if key == "readOnly" then
+    if type(v) ~= "boolean" then fail(where, "field " .. q(field) .. " must be a boolean, got " .. type(v)) end
+    return v
   end
-  if want == "integer" then return math.tointeger(value) end
-  return value
+  local n = math.tointeger(v)
+  if type(v) ~= "number" or not n or n < 1 or n > 2 ^ 53 - 1 then
+    fail(where, "field " .. q(field) .. " must be a positive integer, got " .. tostring(v))
+  end
+  return n
 end
 
--- Only keys in `allowed` may appear; a typo must not silently drop a setting.
-local function check_keys(t, allowed, where, prefix)
-  for k in pairs(t) do
-    if type(k) ~= "string" or not allowed[k] then
-      local names = {}
-      for name in pairs(allowed) do names[#names + 1] = name end
-      table.sort(names)
-      fail(where, prefix .. tostring(k), "is not known (known: " .. table.concat(names, ", ") .. ")")
+-- Checks one namespace as a bindings file gives it and returns it
+-- normalized: { global, description, errorClass = {name, memberNameProperty},
+-- hooks, members = { {name, handler, description, args, result, readOnly,
+-- timeoutMs, maxCalls, maxBusyMs, global, hooks}, ... sorted by name } }.
+-- Names are checked against SPEC §9 by the host when it adds the namespace.
+local function normalize_namespace(ns, where, null_sentinel)
+  if type(ns) ~= "table" then fail(where, "must be a table, got " .. type(ns)) end
+  for k in pairs(ns) do
+    if type(k) ~= "string" or not NAMESPACE_KEYS[k] then
+      fail(where, "unknown field " .. key_text(k) .. " (known: " .. NAMESPACE_KEY_LIST .. ")")
     end
   end
-end
-
-local schema_mod
-local function schema()
-  schema_mod = schema_mod or require("lunarun.schema")
-  return schema_mod
-end
-
-local function normalize_namespace(ns, where)
-  if type(ns) ~= "table" then error(where .. " must be a table, got " .. type(ns), 0) end
-  check_keys(ns, namespace_keys, where, "")
-  if type(ns.global) ~= "string" then fail(where, "global", "must be a string") end
-  where = where:gsub("namespace %d+$", "namespace \"" .. ns.global .. "\"")
-  local out = { global = ns.global, members = {} }
-  if ns.description ~= nil then
-    if type(ns.description) ~= "string" then fail(where, "description", "must be a string") end
-    out.description = ns.description
+  if type(ns.global) ~= "string" then fail(where, "field \"global\" must be a string, got " .. type(ns.global)) end
+  where = where:gsub("namespace %d+$", "") .. "namespace " .. q(ns.global)
+  if ns.description ~= nil and type(ns.description) ~= "string" then
+    fail(where, "field \"description\" must be a string, got " .. type(ns.description))
   end
+  local out = { global = ns.global, description = ns.description, members = {} }
+
   if ns.errorClass ~= nil then
     local ec = ns.errorClass
-    if type(ec) ~= "table" then fail(where, "errorClass", "must be a table {name=..., memberNameProperty=...}") end
-    check_keys(ec, { name = true, memberNameProperty = true }, where, "errorClass.")
-    if type(ec.name) ~= "string" then fail(where, "errorClass.name", "must be a string") end
-    if type(ec.memberNameProperty) ~= "string" then fail(where, "errorClass.memberNameProperty", "must be a string") end
+    if type(ec) ~= "table" then
+      fail(where, "field \"errorClass\" must be a table {name=..., memberNameProperty=...}")
+    end
+    for k in pairs(ec) do
+      if k ~= "name" and k ~= "memberNameProperty" then
+        fail(where, "field \"errorClass\" has an unknown key " .. key_text(k) .. " (known: name, memberNameProperty)")
+      end
+    end
+    if type(ec.name) ~= "string" then fail(where, "field \"errorClass.name\" must be a string, got " .. type(ec.name)) end
+    if type(ec.memberNameProperty) ~= "string" then
+      fail(where, "field \"errorClass.memberNameProperty\" must be a string, got " .. type(ec.memberNameProperty))
+    end
     out.errorClass = { name = ec.name, memberNameProperty = ec.memberNameProperty }
   end
+
   local defaults = {}
   if ns.policy ~= nil then
-    if type(ns.policy) ~= "table" then fail(where, "policy", "must be a table") end
-    check_keys(ns.policy, policy_keys, where, "policy.")
-    for k, v in pairs(ns.policy) do defaults[k] = check_policy_value(where, "policy." .. k, k, v) end
+    if type(ns.policy) ~= "table" then fail(where, "field \"policy\" must be a table, got " .. type(ns.policy)) end
+    for k, v in pairs(ns.policy) do
+      if not POLICY_KEYS[k] then
+        fail(where, "field \"policy\" has an unknown key " .. key_text(k) .. " (known: " .. POLICY_KEY_LIST .. ")")
+      end
+      defaults[k] = check_policy_value(where, "policy." .. k, k, v)
+    end
   end
   if ns.hooks ~= nil then
-    if type(ns.hooks) ~= "table" then fail(where, "hooks", "must be a table {before=fn, after=fn}") end
-    check_keys(ns.hooks, { before = true, after = true }, where, "hooks.")
+    if type(ns.hooks) ~= "table" then fail(where, "field \"hooks\" must be a table, got " .. type(ns.hooks)) end
     for k, v in pairs(ns.hooks) do
-      if type(v) ~= "function" then fail(where, "hooks." .. k, "must be a function") end
+      if k ~= "before" and k ~= "after" then
+        fail(where, "field \"hooks\" has an unknown key " .. key_text(k) .. " (known: before, after)")
+      end
+      if type(v) ~= "function" then fail(where, "field \"hooks." .. k .. "\" must be a function, got " .. type(v)) end
     end
     out.hooks = { before = ns.hooks.before, after = ns.hooks.after }
   end
-  if type(ns.functions) ~= "table" then fail(where, "functions", "must be a table of functions") end
+
+  if type(ns.functions) ~= "table" then fail(where, "field \"functions\" must be a table of functions") end
   for name, f in pairs(ns.functions) do
     if type(name) ~= "string" then
-      error(string.format("%s: field \"functions\" has a %s key; member names are strings", where, type(name)), 0)
+      fail(where, "field \"functions\" has a " .. type(name) .. " key; member names are strings")
     end
-    if name:find("\0", 1, true) then fail(where, "functions", "has a member name with a NUL byte") end
-    local field = "functions." .. name
-    local m = { name = name, global = ns.global }
-    if type(f) == "function" then
+    if name:find("\0", 1, true) or not utf8.len(name) then
+      fail(where, "member name " .. q(name) .. " must be valid UTF-8 without NUL bytes")
+    end
+    local field = "functions" .. schema.path_key(name)
+    local m = { name = name, global = ns.global, hooks = out.hooks }
+    if type(f) == "table" then
+      for k, v in pairs(f) do
+        if type(k) ~= "string" or not FUNCTION_KEYS[k] then
+          fail(where, "field " .. q(field) .. " has an unknown key " .. key_text(k) .. " (known: " .. FUNCTION_KEY_LIST .. ")")
+        end
+        if POLICY_KEYS[k] then m[k] = check_policy_value(where, field .. "." .. k, k, v) end
+      end
+      if type(f.handler) ~= "function" then
+        fail(where, "field " .. q(field .. ".handler") .. " must be a function, got " .. type(f.handler))
+      end
+      if f.description ~= nil and type(f.description) ~= "string" then
+        fail(where, "field " .. q(field .. ".description") .. " must be a string, got " .. type(f.description))
+      end
+      m.handler, m.description = f.handler, f.description
+      if f.args ~= nil then m.args = schema.normalize(f.args, where .. ": " .. field .. ".args", null_sentinel) end
+      if f.result ~= nil then m.result = schema.normalize(f.result, where .. ": " .. field .. ".result", null_sentinel) end
+    elseif type(f) == "function" then
       m.handler = f
-    elseif type(f) == "table" then
-      check_keys(f, function_keys, where, field .. ".")
-      if type(f.handler) ~= "function" then fail(where, field .. ".handler", "must be a function") end
-      m.handler = f.handler
-      if f.description ~= nil then
-        if type(f.description) ~= "string" then fail(where, field .. ".description", "must be a string") end
-        m.description = f.description
-      end
-      local label = where .. ": field \"" .. field
-      if f.args ~= nil then m.args = schema().normalize(f.args, label .. ".args\"") end
-      if f.result ~= nil then m.result = schema().normalize(f.result, label .. ".result\"") end
-      for k in pairs(policy_keys) do
-        if f[k] ~= nil then m[k] = check_policy_value(where, field .. "." .. k, k, f[k]) end
-      end
     else
-      fail(where, field, "must be a function or a table with a handler, got " .. type(f))
+      fail(where, "field " .. q(field) .. " must be a function or a table with a handler, got " .. type(f))
     end
-    for k in pairs(policy_keys) do
+    for k in pairs(POLICY_KEYS) do
       if m[k] == nil then m[k] = defaults[k] end
     end
-    if m.readOnly == nil then m.readOnly = false end
+    m.readOnly = m.readOnly or false
     m.maxBusyMs = m.maxBusyMs or 1000
-    m.hooks = out.hooks
     out.members[#out.members + 1] = m
   end
-  table.sort(out.members, function(a, b) return a.name < b.name end)
+  table.sort(out.members, function(a, b) return schema.byte_less(a.name, b.name) end)
   return out
 end
 
 -- Runs a bindings file; returns its namespaces, normalized.
 function M.load(path)
   local chunk, err = loadfile(path, "t")
-  if not chunk then error("bindings file " .. path .. ": " .. err, 0) end
+  if not chunk then error("bindings file " .. path .. ": " .. tostring(err), 0) end
   local ok, result = pcall(chunk)
   if not ok then
     local msg = type(result) == "string" and result or (type(result) == "table" and result.message) or tostring(result)
@@ -132,8 +153,12 @@ function M.load(path)
     error("bindings file " .. path .. " returned a table with neither \"global\" nor a list of namespaces", 0)
   end
   local out = {}
+  local null = require("lunarun").null
   for i, ns in ipairs(list) do
-    out[i] = normalize_namespace(ns, "bindings file " .. path .. ": namespace " .. i)
+    if type(ns) ~= "table" then
+      error("bindings file " .. path .. ": namespace " .. i .. " must be a table, got " .. type(ns), 0)
+    end
+    out[i] = normalize_namespace(ns, "bindings file " .. path .. ": namespace " .. i, null)
   end
   return out
 end
@@ -153,7 +178,7 @@ end
 function M.invoke(m, args, info)
   local lunarun = require("lunarun")
   if m.args then
-    local ok, why = schema().check(m.args, args, "args", lunarun.null, lunarun.is_array)
+    local ok, why = schema.check(m.args, args, "args", lunarun.null, lunarun.is_array)
     if not ok then
       error({ message = string.format("invalid arguments for \"%s.%s\": %s", m.global, m.name, why) }, 0)
     end

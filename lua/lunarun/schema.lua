@@ -60,6 +60,18 @@ end
 schema.json_quote = json_quote
 schema.is_identifier = is_identifier
 
+-- Byte order, whatever the C locale says (`<` on strings uses strcoll), so
+-- sorted output is the same everywhere.
+local function byte_less(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = a:byte(i), b:byte(i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+schema.byte_less = byte_less
+
 -- A number as JSON / TypeScript prints it: integers without ".0", floats in
 -- the shortest text that reads back the same.
 local function number_text(n)
@@ -109,6 +121,9 @@ local function normalize_literal(v, null_sentinel, fail, at)
   if t == "boolean" then return v end
   if t == "number" then
     if v ~= v or v == math.huge or v == -math.huge then fail(at, "member must be a finite number") end
+    if math.type(v) == "integer" and (v > 2 ^ 53 or v < -2 ^ 53) then
+      fail(at, "member is an integer beyond ±2^53, which JSON does not carry exactly")
+    end
     return v
   end
   fail(at, "member must be a string, number, boolean or null, got " .. t)
@@ -141,7 +156,7 @@ local function normalize_object(decl, path, ctx)
       node.properties[name] = normalize_node(sub, path .. ".properties" .. path_key(name), ctx)
       node.names[#node.names + 1] = name
     end
-    table.sort(node.names)
+    table.sort(node.names, byte_less)
   end
   local req = decl.required
   if req ~= nil then
@@ -191,7 +206,10 @@ normalize_node = function(decl, path, ctx)
     ctx.fail(path, "nested more than " .. MAX_SCHEMA_DEPTH .. " levels deep (does a type contain itself?)")
   end
   local node
-  if type(decl) == "string" then
+  if ctx.null ~= nil and rawequal(decl, ctx.null) then
+    -- The sentinel is an empty table, which would otherwise read as "any".
+    ctx.fail(path, 'JSON null is not a type (the null type is written "null")')
+  elseif type(decl) == "string" then
     -- Shorthand: "number" is { type = "number" }.
     if not KNOWN_TYPE[decl] then ctx.fail(path, "unknown type " .. json_quote(decl)) end
     node = normalize_typed(decl, {}, path, ctx)
@@ -299,7 +317,7 @@ normalize_node = function(decl, path, ctx)
       node = { kind = "any" }
     end
     if decl.description ~= nil then
-      -- A collapsed single option may be shared with nobody: safe to annotate.
+      -- Every node above is freshly built, so annotating it touches no other.
       node.description = decl.description
     end
   end
@@ -333,7 +351,13 @@ end
 -- A short rendering of a value that failed an enum.
 local function value_text(v, kind)
   if kind == "string" then
-    if #v > 40 then v = v:sub(1, 37):gsub("[\128-\191]+$", "") .. "..." end
+    -- Cut long strings at a character boundary (the message must stay UTF-8).
+    local chars = utf8.len(v)
+    if chars and chars > 40 then
+      v = v:sub(1, utf8.offset(v, 38) - 1) .. "..."
+    elseif not chars and #v > 40 then
+      v = v:sub(1, 37) .. "..."
+    end
     return json_quote(v)
   end
   if kind == "number" then return number_text(v) end
@@ -384,7 +408,7 @@ local check_node
 
 local function check_object(node, value, path, null_sentinel, is_array)
   for _, name in ipairs(node.names) do
-    local v = value[name]
+    local v = rawget(value, name)
     if v == nil then
       if node.required[name] then
         return false, path .. ": missing required property " .. json_quote(name)
@@ -402,13 +426,13 @@ local function check_object(node, value, path, null_sentinel, is_array)
     if node.properties[k] == nil then extras[#extras + 1] = k end
   end
   if #extras == 0 then return true end
-  table.sort(extras, function(a, b) return tostring(a) < tostring(b) end)
+  table.sort(extras, function(a, b) return byte_less(tostring(a), tostring(b)) end)
   if additional == false then
     return false, path .. ": unexpected property " .. json_quote(tostring(extras[1]))
   end
   if additional.kind == "any" then return true end
   for _, k in ipairs(extras) do
-    local ok, err = check_node(additional, value[k], path .. path_key(tostring(k)), null_sentinel, is_array)
+    local ok, err = check_node(additional, rawget(value, k), path .. path_key(tostring(k)), null_sentinel, is_array)
     if not ok then return false, err end
   end
   return true
@@ -422,13 +446,19 @@ check_node = function(node, value, path, null_sentinel, is_array)
   if k == "union" then
     -- The first option that accepts the value wins. When exactly one option
     -- takes this kind of value, its own (deeper) message is the useful one.
-    local candidates = {}
+    local candidates, first_err = 0, nil
     for _, option in ipairs(node.options) do
-      if check_node(option, value, path, null_sentinel, is_array) then return true end
-      if accepted_kinds(option)[kind] or option.kind == "any" then candidates[#candidates + 1] = option end
+      local ok, err = check_node(option, value, path, null_sentinel, is_array)
+      if ok then return true end
+      if accepted_kinds(option)[kind] then
+        candidates = candidates + 1
+        first_err = first_err or err
+      end
     end
-    if #candidates == 1 then return check_node(candidates[1], value, path, null_sentinel, is_array) end
-    return false, path .. ": expected " .. expected_text(node) .. ", got " .. value_text(value, kind)
+    if candidates == 1 then return false, first_err end
+    -- The kind explains the mismatch unless some option takes that kind.
+    local got = candidates > 0 and value_text(value, kind) or kind
+    return false, path .. ": expected " .. expected_text(node) .. ", got " .. got
   elseif k == "enum" then
     for _, v in ipairs(node.values) do
       if v == schema.NULL then
@@ -440,7 +470,7 @@ check_node = function(node, value, path, null_sentinel, is_array)
     return false, path .. ": expected " .. expected_text(node) .. ", got " .. value_text(value, kind)
   elseif k == "integer" then
     if kind == "number" and (math.type(value) == "integer" or value == math.floor(value)) then return true end
-    return false, path .. ": expected integer, got " .. value_text(value, kind)
+    return false, path .. ": expected integer, got " .. (kind == "number" and value_text(value, kind) or kind)
   end
   if kind ~= k then
     return false, path .. ": expected " .. k .. ", got " .. kind
@@ -449,7 +479,7 @@ check_node = function(node, value, path, null_sentinel, is_array)
     local items = node.items
     if items.kind ~= "any" then
       for i = 1, #value do
-        local ok, err = check_node(items, value[i], path .. "[" .. (i - 1) .. "]", null_sentinel, is_array)
+        local ok, err = check_node(items, rawget(value, i), path .. "[" .. (i - 1) .. "]", null_sentinel, is_array)
         if not ok then return false, err end
       end
     end
@@ -490,10 +520,11 @@ end
 
 -- A doc comment, one line when it fits, `*/` defused.
 local function doc_comment(text, indent)
-  text = text:gsub("%*/", "*\\/")
+  text = text:gsub("%*/", "*\\/"):gsub("%s+$", "")
   if not text:find("\n") then return indent .. "/** " .. text .. " */\n" end
   local out = { indent .. "/**\n" }
   for line in (text .. "\n"):gmatch("(.-)\r?\n") do
+    line = line:gsub("%s+$", "")
     out[#out + 1] = indent .. (line == "" and " *" or (" * " .. line)) .. "\n"
   end
   out[#out + 1] = indent .. " */\n"
@@ -556,8 +587,9 @@ end
 -- Parenthesized when it is a union that `[]` would otherwise bind into.
 local function array_item_ts(node, indent)
   local text = to_ts(node, indent)
-  if text:find(" | ", 1, true) and not text:find("\n", 1, true) then return "(" .. text .. ")" end
-  if text:find(" | ", 1, true) then return "(" .. text .. ")" end
+  if (node.kind == "union" or node.kind == "enum") and text:find(" | ", 1, true) then
+    return "(" .. text .. ")"
+  end
   return text
 end
 
