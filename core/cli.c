@@ -55,7 +55,7 @@ static bool lr__is_option(const char *arg, const char *name) {
 }
 
 static int lr__parse_args(lr_cli *cli, int argc, char **argv) {
-  if (argc < 2) return lr__misuse("%s", "a command is required (run or describe)\n" "see: lunarun --help");
+  if (argc < 2) return lr__misuse("%s", "a command is required: run or describe (see lunarun --help)");
   cli->command = argv[1];
   if (strcmp(cli->command, "--help") == 0 || strcmp(cli->command, "-h") == 0) {
     fputs(lr__usage, stdout);

@@ -112,7 +112,8 @@ void lr__http_cancel(lr_http_request *req);
 
 /* Cancels every request (no callback runs), closes every handle and frees
  * the client; on_closed(ud) runs once the last handle has closed, from the
- * loop, never from inside this call. A second call does nothing. */
+ * loop, never from inside this call. A second call before then does
+ * nothing; after on_closed the client is gone. */
 void lr__http_client_close(lr_http_client *client, lr_http_closed_cb on_closed, void *ud);
 
 /* Releases libcurl's global state. Only for a process that is about to exit

@@ -1,6 +1,7 @@
 -- Shared by the specs: run the real CLI on a program, read its result, and
 -- check that nothing of a run is left behind.
 local json = require("dkjson")
+local luassert = require("luassert")
 
 local M = {}
 
@@ -92,7 +93,7 @@ end
 -- Asserts nothing is left. No grace: the CLI returns only after every
 -- process of its run is gone.
 function M.assert_clean(pattern)
-  assert.are.same({}, M.leftovers(pattern))
+  luassert.are.same({}, M.leftovers(pattern))
 end
 
 M.json = json

@@ -455,13 +455,15 @@ static void test_methods_headers_body(void) {
   CHECK(post.body.data && strstr(post.body.data, "\r\nContent-Length: 0\r\n"));
   result_free(&post);
 
-  /* A large body goes at once: no second of waiting for "100 Continue". */
-  size_t n = 300000;
+  /* A large body goes at once: no second of waiting for a "100 Continue"
+   * (curl asks for one above 1 MiB, and this server never sends it). */
+  size_t n = 1536 * 1024;
   char *big = lr__xmalloc(n);
   for (size_t i = 0; i < n; i++) big[i] = pattern(i);
   result large = {0};
   fetch(c, (lr_http_options){.method = "POST", .url = url("/echo"), .body = big, .body_len = n}, &large);
   CHECK(large.status == 200 && ends_with(&large.body, big, n));
+  CHECK(large.body.data && !strcasestr(large.body.data, "\r\nExpect:"));
   CHECK(large.ended - large.started < 800);
   free(big);
   result_free(&large);
