@@ -239,6 +239,9 @@ out:
   free(program);
   lr_config_free(&cfg);
   lr_lua_close(lua);
+  /* Closing the Lua state starts closing the handles it owned (luv's, the
+   * HTTP client's); let their close callbacks run. */
+  uv_run(&cli.loop, UV_RUN_DEFAULT);
   /* Every handle must be closed by now; one left open is a bug to report. */
   if (uv_loop_close(&cli.loop) != 0) {
     fputs("lunarun: internal error: handles were left open on the loop\n", stderr);

@@ -24,6 +24,9 @@ struct lr_embedded {
 };
 extern const struct lr_embedded lr__lua_modules[];
 
+/* lua_http.c: {request, parse_url} on libcurl, on the state's luv loop. */
+int lr__lua_open_http(lua_State *L);
+
 typedef struct lr_lua_call lr_lua_call;
 
 struct lr_lua {
@@ -228,6 +231,8 @@ static int lr__open_module(lua_State *L) {
   lua_setfield(L, -2, "is_array");
   lua_pushcfunction(L, lr__wait);
   lua_setfield(L, -2, "wait");
+  lr__lua_open_http(L);
+  lua_setfield(L, -2, "http_client");
   /* The Lua-written helpers (sleep, exec, ...) take the table and fill it. */
   for (const char *const *m = lr__helper_modules; *m; m++) {
     lua_getglobal(L, "require");

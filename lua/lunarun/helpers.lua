@@ -3,8 +3,16 @@
 -- that cancels it (called when the call times out or its run ends first).
 local uv = require("luv")
 
+-- Closes a luv handle, keeping it referenced until libuv is done with it:
+-- the close callback holds it, and luv holds the callback (a closing handle
+-- that is collected too early is freed while libuv still uses it).
+local function close(h)
+  if h and not h:is_closing() then h:close(function() return h end) end
+end
+
 return function(lunarun)
   local wait = lunarun.wait
+  lunarun.close_handle = close
 
   -- Waits ms milliseconds.
   function lunarun.sleep(ms)
@@ -12,10 +20,10 @@ return function(lunarun)
     return wait(function(done)
       local t = uv.new_timer()
       t:start(math.floor(ms), 0, function()
-        t:close()
+        close(t)
         done()
       end)
-      return function() if not t:is_closing() then t:close() end end
+      return function() close(t) end
     end)
   end
 
@@ -49,9 +57,7 @@ return function(lunarun)
       local result = {}
       local handle, timer
       local function close_all()
-        for _, h in ipairs({ stdin, stdout, stderr, handle, timer }) do
-          if h and not h:is_closing() then h:close() end
-        end
+        for _, h in ipairs({ stdin, stdout, stderr, handle, timer }) do close(h) end
       end
       local function finish()
         pending = pending - 1
@@ -94,10 +100,9 @@ return function(lunarun)
 
   -- An HTTP request through libcurl on the host's loop:
   -- {method, url, headers = {Name = value}, body, timeoutMs, maxBytes}
-  -- → {status, headers, body}, or nil and a message.
+  -- → {status, headers, body}, or nil, message, "ECODE".
   function lunarun.http(request)
     local http = lunarun.http_client
-    if not http then error("lunarun.http: this host was built without libcurl", 2) end
     return wait(function(done)
       return http.request(request, done)
     end)
