@@ -1,12 +1,11 @@
-/* The lunarun command: a thin user of the public API (lunarun.h) and the Lua
- * glue (lua_glue.h). Exit 0: the run succeeded; 1: it failed; 2: misuse. */
+/* The lunarun command: a thin user of the public API (lunarun.h), nothing
+ * else. Exit 0: the run succeeded; 1: it failed; 2: misuse. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lua_glue.h"
 #include "lunarun.h"
 
 #define LR_EXIT_OK 0
@@ -175,22 +174,20 @@ int main(int argc, char **argv) {
   lr_config cfg;
   lr_config_init(&cfg);
   uv_loop_init(&cli.loop);
-  lr_lua *lua = lr_lua_new(&cli.loop);
-  if (!lua) return lr__misuse("%s", "cannot create a Lua state");
   int code = LR_EXIT_MISUSE;
   char *program = NULL;
   size_t program_len = 0;
 
   if (strcmp(cli.command, "describe") == 0) {
     char *text;
-    if (lr_lua_describe(lua, cli.bindings, cli.nbindings, &text, err) != 0) goto misuse;
+    if (lr_describe(cli.bindings, cli.nbindings, &text, err) != 0) goto misuse;
     fputs(text, stdout);
     free(text);
     code = LR_EXIT_OK;
     goto out;
   }
 
-  if (cli.config_file && lr_lua_load_config(lua, cli.config_file, &cfg, err) != 0) goto misuse;
+  if (cli.config_file && lr_config_load_file(&cfg, cli.config_file, err) != 0) goto misuse;
   for (size_t i = 0; i < cli.nsets; i++) {
     char key[128];
     const char *eq = strchr(cli.sets[i], '=');
@@ -209,7 +206,7 @@ int main(int argc, char **argv) {
 
   if (lr_runtime_new(&cli.loop, &cfg, &cli.rt, err) != 0) goto misuse;
   for (size_t i = 0; i < cli.nbindings; i++) {
-    if (lr_lua_load_bindings(lua, cli.rt, cli.bindings[i], err) != 0) {
+    if (lr_runtime_load_bindings(cli.rt, cli.bindings[i], err) != 0) {
       lr_runtime_dispose(cli.rt, NULL, NULL);
       uv_run(&cli.loop, UV_RUN_DEFAULT);
       goto misuse;
@@ -238,9 +235,8 @@ misuse:
 out:
   free(program);
   lr_config_free(&cfg);
-  lr_lua_close(lua);
-  /* Closing the Lua state starts closing the handles it owned (luv's, the
-   * HTTP client's); let their close callbacks run. */
+  /* Disposal closed the bindings' Lua state, which starts closing the
+   * handles it owned (luv's, the HTTP client's); let their callbacks run. */
   uv_run(&cli.loop, UV_RUN_DEFAULT);
   /* Every handle must be closed by now; one left open is a bug to report. */
   if (uv_loop_close(&cli.loop) != 0) {

@@ -15,6 +15,7 @@
 
 #include "json.h"
 #include "lua_values.h"
+#include "runtime_ext.h"
 
 /* The embedded Lua modules of lua/lunarun (made by cmake/embed.cmake). */
 struct lr_embedded {
@@ -30,13 +31,21 @@ int lr__lua_open_http(lua_State *L);
 typedef struct lr_lua_call lr_lua_call;
 
 struct lr_lua {
-  lua_State *L;
+  lua_State *L;         /* the main thread */
   uv_loop_t *loop;
+  bool owned;           /* made by lr_lua_new: lr_lua_close closes the state */
+  bool closed;          /* the state is closing or closed */
+  int refs;             /* the state's anchor, namespaces, runs in flight */
   lr_lua_call *running; /* the call whose coroutine runs now */
   lr_lua_call *calls;   /* every call in flight */
   uint64_t next_serial;
   int loader_ref;       /* require("lunarun.loader") */
 };
+
+/* The registry key of a state's lr_lua (a light userdata), and the
+ * metatable of the anchor whose __gc tells the lr_lua its state is closing. */
+static const char lr__lua_key = 0;
+#define LR_LUA_ANCHOR "lunarun.anchor"
 
 /* One namespace of a bindings file: its normalized table (loader.lua). */
 typedef struct lr_lua_namespace {
@@ -61,9 +70,22 @@ struct lr_lua_call {
   lr_lua_call *next, *prev;
 };
 
-/* Every thread's extra space holds the lr_lua, so hooks and lunarun.wait
- * find it from any coroutine (new threads copy the main thread's). */
-static lr_lua *lr__lua_of(lua_State *L) { return *(lr_lua **)lua_getextraspace(L); }
+static lr_lua *lr__lua_of(lua_State *L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lr__lua_key);
+  lr_lua *lua = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return lua;
+}
+
+void lr__lua_retain(lr_lua *lua) { lua->refs++; }
+
+void lr__lua_release(lr_lua *lua) {
+  if (--lua->refs == 0) free(lua);
+}
+
+bool lr__lua_closed(const lr_lua *lua) { return lua->closed; }
+lua_State *lr__lua_state(const lr_lua *lua) { return lua->L; }
+uv_loop_t *lr__lua_loop(const lr_lua *lua) { return lua->loop; }
 
 static int lr__traceback(lua_State *L) {
   /* Keep non-string errors (tables with `message`) as they are. */
@@ -72,7 +94,7 @@ static int lr__traceback(lua_State *L) {
 }
 
 /* lua_pcall with the traceback handler. */
-static int lr__pcall(lua_State *L, int nargs, int nresults) {
+int lr__lua_pcall(lua_State *L, int nargs, int nresults) {
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, lr__traceback);
   lua_insert(L, base);
@@ -86,7 +108,7 @@ static int lr__pcall(lua_State *L, int nargs, int nresults) {
 static int lr__luv_pcall(lua_State *L, int nargs, int nresults, int flags) {
   (void)flags;
   int top = lua_gettop(L) - nargs - 1;
-  int rc = lr__pcall(L, nargs, nresults);
+  int rc = lr__lua_pcall(L, nargs, nresults);
   if (rc != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     fprintf(stderr, "lunarun: error in a Lua callback: %s\n", msg ? msg : "(not a string)");
@@ -158,16 +180,90 @@ static int lr__done(lua_State *L) {
   return 0;
 }
 
+/* A wait outside binding calls (a Lua program's own coroutine, with the
+ * `lunarun` module): its state lives in a userdata that `done` holds. */
+typedef struct lr_plain_wait {
+  bool waiting, in_starter, finished;
+  int early_ref; /* values done got before the coroutine yielded */
+} lr_plain_wait;
+
+static int lr__plain_done(lua_State *L) {
+  lr_plain_wait *w = lua_touserdata(L, lua_upvalueindex(1));
+  lua_State *co = lua_tothread(L, lua_upvalueindex(2));
+  if (w->finished) return 0;
+  w->finished = true;
+  int n = lua_gettop(L);
+  if (w->in_starter) {
+    lua_createtable(L, n, 1);
+    lua_insert(L, 1);
+    for (int i = n; i >= 1; i--) lua_rawseti(L, 1, i);
+    lua_pushinteger(L, n);
+    lua_setfield(L, 1, "n");
+    w->early_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 0;
+  }
+  w->waiting = false;
+  if (!lua_checkstack(co, n + 4)) return luaL_error(L, "lunarun: too many values for done");
+  lua_xmove(L, co, n);
+  int nres;
+  int st = lua_resume(co, L, n, &nres);
+  if (st != LUA_OK && st != LUA_YIELD) {
+    const char *msg = lua_tostring(co, -1);
+    luaL_traceback(L, co, msg ? msg : "(error object is not a string)", 0);
+    fprintf(stderr, "lunarun: error in a coroutine resumed by lunarun.wait: %s\n", lua_tostring(L, -1));
+    lua_pop(L, 1);
+  } else {
+    lua_pop(co, nres);
+  }
+  return 0;
+}
+
+/* Returns the values stored by an early done (table at the top). */
+static int lr__unpack_early(lua_State *L) {
+  int t = lua_gettop(L);
+  lua_getfield(L, t, "n");
+  int n = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  luaL_checkstack(L, n, "lunarun: too many values for done");
+  for (int i = 1; i <= n; i++) lua_rawgeti(L, t, i);
+  return n;
+}
+
+static int lr__plain_wait(lua_State *L) {
+  if (!lua_isyieldable(L)) return luaL_error(L, "lunarun.wait must be called from a coroutine");
+  lr_plain_wait *w = lua_newuserdatauv(L, sizeof *w, 0);
+  memset(w, 0, sizeof *w);
+  w->early_ref = LUA_NOREF;
+  lua_pushthread(L);
+  lua_pushcclosure(L, lr__plain_done, 2);
+  w->in_starter = true;
+  int rc = lua_pcall(L, 1, 1, 0); /* starter(done) */
+  w->in_starter = false;
+  if (rc != LUA_OK) return lua_error(L);
+  lua_pop(L, 1); /* a cancel function has no use here: nothing cancels a plain wait */
+  if (w->early_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, w->early_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, w->early_ref);
+    return lr__unpack_early(L);
+  }
+  w->waiting = true;
+  return lua_yield(L, 0);
+}
+
 /* lunarun.wait(starter): starter(done) begins asynchronous work and may
  * return a function that cancels it; the coroutine yields until done(...)
- * is called, and wait returns what done got. */
+ * is called, and wait returns what done got. In a binding call the glue
+ * resumes the handler and can cancel the wait; elsewhere (any coroutine of
+ * a Lua program using the module) done resumes that coroutine. */
 static int lr__wait(lua_State *L) {
   lr_lua *lua = lr__lua_of(L);
   lr_lua_call *lc = lua ? lua->running : NULL;
-  if (!lc || lc->co != L)
-    return luaL_error(L, "lunarun.wait must be called from a binding handler's own coroutine");
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);
+  if (!lc || lc->co != L) {
+    if (lc) return luaL_error(L, "lunarun.wait must be called from the binding handler's own coroutine");
+    return lr__plain_wait(L);
+  }
   lc->wait_token++;
   lc->early = false;
   lua_pushinteger(L, (lua_Integer)lc->serial);
@@ -186,13 +282,7 @@ static int lr__wait(lua_State *L) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, lc->early_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, lc->early_ref);
     lc->early_ref = LUA_NOREF;
-    int t = lua_gettop(L);
-    lua_getfield(L, t, "n");
-    int n = (int)lua_tointeger(L, -1);
-    lua_pop(L, 1);
-    luaL_checkstack(L, n, "lunarun: too many values for done");
-    for (int i = 1; i <= n; i++) lua_rawgeti(L, t, i);
-    return n;
+    return lr__unpack_early(L);
   }
   lc->waiting = true;
   return lua_yield(L, 0);
@@ -218,11 +308,7 @@ static void lr__busy_hook(lua_State *L, lua_Debug *ar) {
              (int)(lc->busy_ns / 1000000));
 }
 
-static const char *const lr__helper_modules[] = {"lunarun.helpers", NULL};
-
-/* require "lunarun" inside the host's state. */
-static int lr__open_module(lua_State *L) {
-  lua_createtable(L, 0, 12);
+void lr__lua_open_helpers(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, LR_LUA_NULL);
   lua_setfield(L, -2, "null");
   lua_pushcfunction(L, lr__array);
@@ -234,14 +320,11 @@ static int lr__open_module(lua_State *L) {
   lr__lua_open_http(L);
   lua_setfield(L, -2, "http_client");
   /* The Lua-written helpers (sleep, exec, ...) take the table and fill it. */
-  for (const char *const *m = lr__helper_modules; *m; m++) {
-    lua_getglobal(L, "require");
-    lua_pushstring(L, *m);
-    lua_call(L, 1, 1);
-    lua_pushvalue(L, -2);
-    lua_call(L, 1, 0);
-  }
-  return 1;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "lunarun.helpers");
+  lua_call(L, 1, 1);
+  lua_pushvalue(L, -2);
+  lua_call(L, 1, 0);
 }
 
 static int lr__load_embedded(lua_State *L) {
@@ -256,14 +339,34 @@ static int lr__load_embedded(lua_State *L) {
   return 1;
 }
 
-lr_lua *lr_lua_new(uv_loop_t *loop) {
-  lr_lua *lua = calloc(1, sizeof *lua);
-  if (!lua) return NULL;
-  lua->L = luaL_newstate();
-  lua->loop = loop;
-  lua_State *L = lua->L;
-  *(lr_lua **)lua_getextraspace(L) = lua;
-  luaL_openlibs(L);
+static void lr__cancel_all(lr_lua *lua);
+
+/* The state is closing: from now on nothing touches Lua. */
+static int lr__anchor_gc(lua_State *L) {
+  lr_lua **slot = luaL_checkudata(L, 1, LR_LUA_ANCHOR);
+  lr_lua *lua = *slot;
+  if (!lua) return 0;
+  *slot = NULL;
+  lua->closed = true;
+  lr__lua_release(lua);
+  return 0;
+}
+
+/* Sets up lua on L (its main thread): the registry entries, the embedded
+ * modules, luv on the loop, the loader. Raises on failure. */
+static void lr__lua_init(lua_State *L, lr_lua *lua) {
+  lua->refs = 1; /* the anchor's */
+  lua->loader_ref = LUA_NOREF;
+  lr_lua **anchor = lua_newuserdatauv(L, sizeof *anchor, 0);
+  *anchor = lua;
+  if (luaL_newmetatable(L, LR_LUA_ANCHOR)) {
+    lua_pushcfunction(L, lr__anchor_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, LR_LUA_ANCHOR);
+  lua_pushlightuserdata(L, lua);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lr__lua_key);
   lr__lua_values_init(L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   for (const struct lr_embedded *e = lr__lua_modules; e->name; e++) {
@@ -271,50 +374,102 @@ lr_lua *lr_lua_new(uv_loop_t *loop) {
     lua_pushcclosure(L, lr__load_embedded, 1);
     lua_setfield(L, -2, e->name);
   }
-  lua_pushcfunction(L, lr__open_module);
+  lua_pushcfunction(L, luaopen_lunarun);
   lua_setfield(L, -2, "lunarun");
   lua_pop(L, 1);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "lunarun.loader");
+  lua_call(L, 1, 1);
+  lua->loader_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+static int lr__lua_init_protected(lua_State *L) {
+  lr__lua_init(L, lua_touserdata(L, 1));
+  return 0;
+}
+
+lr_lua *lr_lua_new(uv_loop_t *loop) {
+  lr_lua *lua = calloc(1, sizeof *lua);
+  if (!lua) return NULL;
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    free(lua);
+    return NULL;
+  }
+  lua->L = L;
+  lua->loop = loop;
+  lua->owned = true;
+  luaL_openlibs(L);
   /* luv on the engine's loop, so handlers can wait on timers, processes... */
   luv_set_loop(L, loop);
   luv_set_callback(L, lr__luv_pcall);
   luaL_requiref(L, "luv", luaopen_luv, 0);
   lua_pop(L, 1);
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "lunarun.loader");
-  if (lr__pcall(L, 1, 1) != LUA_OK) {
-    fprintf(stderr, "lunarun: cannot load lunarun.loader: %s\n", lua_tostring(L, -1));
-    lua_close(L);
-    free(lua);
+  lua_pushcfunction(L, lr__lua_init_protected);
+  lua_pushlightuserdata(L, lua);
+  if (lr__lua_pcall(L, 1, 0) != LUA_OK) {
+    fprintf(stderr, "lunarun: cannot set up Lua: %s\n", lua_tostring(L, -1));
+    lua_close(L); /* the anchor, if made, releases lua */
     return NULL;
   }
-  lua->loader_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return lua;
+}
+
+lr_lua *lr__lua_get(lua_State *L) {
+  lr_lua *lua = lr__lua_of(L);
+  if (lua) return lua;
+  /* A caller's state: share luv's loop (require "luv" makes it if needed). */
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "luv");
+  lua_call(L, 1, 0);
+  uv_loop_t *loop = luv_loop(L);
+  if (!loop) luaL_error(L, "lunarun: luv has no loop");
+  lua = calloc(1, sizeof *lua);
+  if (!lua) luaL_error(L, "not enough memory");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua->L = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  lua->loop = loop;
+  lr__lua_init(L, lua);
   return lua;
 }
 
 void lr_lua_close(lr_lua *lua) {
   if (!lua) return;
-  lua_close(lua->L);
-  free(lua);
+  lr__lua_retain(lua);
+  lr__cancel_all(lua);
+  lua_close(lua->L); /* the anchor's __gc marks it closed */
+  lr__lua_release(lua);
 }
 
 /* ---- calls ---------------------------------------------------------------- */
 
 static void lr__call_free(lr_lua_call *lc) {
   lr_lua *lua = lc->lua;
-  lua_State *L = lua->L;
   if (lc->prev) lc->prev->next = lc->next;
   else lua->calls = lc->next;
   if (lc->next) lc->next->prev = lc->prev;
-  luaL_unref(L, LUA_REGISTRYINDEX, lc->co_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, lc->member_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, lc->info_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, lc->cancel_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, lc->early_ref);
+  if (!lua->closed) {
+    lua_State *L = lua->L;
+    luaL_unref(L, LUA_REGISTRYINDEX, lc->co_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, lc->member_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, lc->info_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, lc->cancel_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, lc->early_ref);
+  }
   free(lc);
 }
 
-/* The message a rejected call carries: a string as it is, a table's
- * `message`, anything else described. */
+/* The state is about to close: every call in flight fails now. */
+static void lr__cancel_all(lr_lua *lua) {
+  while (lua->calls) {
+    lr_lua_call *lc = lua->calls;
+    static const char msg[] = "the bindings' Lua state was closed";
+    lr_call_reject(lc->call, msg, sizeof msg - 1);
+    lr__call_free(lc);
+  }
+}
+
 static void lr__reject_with_error(lua_State *co, lr_call *call) {
   size_t len = 0;
   const char *msg = NULL;
@@ -367,6 +522,11 @@ static void lr__lua_call(void *ud, lr_call *call) {
   lr_lua_namespace *ns = ud;
   lr_lua *lua = ns->lua;
   lua_State *L = lua->L;
+  if (lua->closed) {
+    static const char msg[] = "the bindings' Lua state is closed";
+    lr_call_reject(call, msg, sizeof msg - 1);
+    return;
+  }
   lr_lua_call *lc = calloc(1, sizeof *lc);
   if (!lc) {
     lr_call_reject(call, "out of memory", 13);
@@ -422,10 +582,15 @@ static void lr__lua_cancel(void *ud, lr_call *call) {
   lr_lua_namespace *ns = ud;
   lr_lua_call *lc = lr_call_user(call);
   lua_State *L = ns->lua->L;
+  if (ns->lua->closed) {
+    lr_call_reject(call, "cancelled", 9);
+    lr__call_free(lc);
+    return;
+  }
   int top = lua_gettop(L);
   if (lc->cancel_ref != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, lc->cancel_ref);
-    if (lr__pcall(L, 0, 0) != LUA_OK)
+    if (lr__lua_pcall(L, 0, 0) != LUA_OK)
       fprintf(stderr, "lunarun: a wait's cancel function failed: %s\n", lua_tostring(L, -1));
   }
   lua_settop(L, top);
@@ -434,7 +599,7 @@ static void lr__lua_cancel(void *ud, lr_call *call) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, lc->member_ref);
   lua_rawgeti(L, LUA_REGISTRYINDEX, lc->info_ref);
   lua_pushliteral(L, "the call was cancelled");
-  lr__pcall(L, 3, 0);
+  lr__lua_pcall(L, 3, 0);
   lua_settop(L, top);
   lr_call_reject(call, "cancelled", 9); /* sends nothing now; frees the call */
   lr__call_free(lc);
@@ -442,51 +607,60 @@ static void lr__lua_cancel(void *ud, lr_call *call) {
 
 static void lr__lua_namespace_free(void *ud) {
   lr_lua_namespace *ns = ud;
-  luaL_unref(ns->lua->L, LUA_REGISTRYINDEX, ns->ns_ref);
+  if (!ns->lua->closed) luaL_unref(ns->lua->L, LUA_REGISTRYINDEX, ns->ns_ref);
+  lr__lua_release(ns->lua);
   free(ns->busy_ns);
   free(ns);
 }
 
 /* ---- config and bindings files ------------------------------------------- */
 
-int lr_lua_load_config(lr_lua *lua, const char *path, lr_config *cfg, char *err) {
-  lua_State *L = lua->L;
+int lr__lua_config_from_table(lua_State *L, int idx, lr_config *cfg, const char *where, char *err) {
+  idx = lua_absindex(L, idx);
   int top = lua_gettop(L);
-  if (luaL_loadfilex(L, path, "t") != LUA_OK) {
-    lr__errf(err, "config file %s", lua_tostring(L, -1));
-    lua_settop(L, top);
-    return -1;
-  }
-  if (lr__pcall(L, 0, 1) != LUA_OK) {
-    const char *msg = lua_tostring(L, -1);
-    lr__errf(err, "config file %s failed: %.*s", path, msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "");
-    lua_settop(L, top);
-    return -1;
-  }
   int rc = 0;
-  if (!lua_istable(L, -1)) {
-    rc = lr__errf(err, "config file %s must return a table of settings, got %s", path, luaL_typename(L, -1));
-  } else {
-    lua_pushnil(L);
-    while (rc == 0 && lua_next(L, -2)) {
-      char inner[LR_ERR_MAX];
-      if (lua_type(L, -2) != LUA_TSTRING) {
-        rc = lr__errf(err, "config file %s: keys must be strings", path);
-      } else {
-        const char *key = lua_tostring(L, -2);
-        int t = lua_type(L, -1);
-        if (t == LUA_TNUMBER)
-          rc = lr_config_set_number(cfg, key, lua_tonumber(L, -1), inner);
-        else if (t == LUA_TSTRING)
-          rc = lr_config_set(cfg, key, lua_tostring(L, -1), inner);
-        else
-          rc = lr__errf(inner, "config: %s must be a number or a string, got %s", key, luaL_typename(L, -1));
-        if (rc) lr__errf(err, "config file %s: %s", path, inner);
-      }
-      lua_pop(L, 1);
+  lua_pushnil(L);
+  while (rc == 0 && lua_next(L, idx)) {
+    char inner[LR_ERR_MAX];
+    if (lua_type(L, -2) != LUA_TSTRING) {
+      rc = lr__errf(err, "%s: keys must be strings", where);
+    } else {
+      const char *key = lua_tostring(L, -2);
+      int t = lua_type(L, -1);
+      if (t == LUA_TNUMBER)
+        rc = lr_config_set_number(cfg, key, lua_tonumber(L, -1), inner);
+      else if (t == LUA_TSTRING)
+        rc = lr_config_set(cfg, key, lua_tostring(L, -1), inner);
+      else
+        rc = lr__errf(inner, "config: %s must be a number or a string, got %s", key, luaL_typename(L, -1));
+      if (rc) lr__errf(err, "%s: %s", where, inner);
     }
+    lua_pop(L, 1);
   }
   lua_settop(L, top);
+  return rc;
+}
+
+/* A config file: a Lua chunk returning {key = value}, run in a state of its
+ * own (it needs nothing of the host's). */
+int lr_config_load_file(lr_config *cfg, const char *path, char *err) {
+  lua_State *L = luaL_newstate();
+  if (!L) return lr__errf(err, "config file %s: cannot make a Lua state", path);
+  luaL_openlibs(L);
+  int rc = 0;
+  char where[LR_ERR_MAX];
+  snprintf(where, sizeof where, "config file %s", path);
+  if (luaL_loadfilex(L, path, "t") != LUA_OK) {
+    rc = lr__errf(err, "config file %s", lua_tostring(L, -1));
+  } else if (lr__lua_pcall(L, 0, 1) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    rc = lr__errf(err, "config file %s failed: %.*s", path, msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "");
+  } else if (!lua_istable(L, -1)) {
+    rc = lr__errf(err, "config file %s must return a table of settings, got %s", path, luaL_typename(L, -1));
+  } else {
+    rc = lr__lua_config_from_table(L, -1, cfg, where, err);
+  }
+  lua_close(L);
   return rc;
 }
 
@@ -541,20 +715,21 @@ static void lr__namespace_def(lua_State *L, int t, lr_namespace_def *def, uint64
 }
 
 /* Adds one normalized namespace (at the top of the stack) to rt. */
-static int lr__add_namespace(lr_lua *lua, lr_runtime *rt, const char *path, char *err) {
+static int lr__add_namespace(lr_lua *lua, lr_runtime *rt, const char *where, char *err) {
   lua_State *L = lua->L;
   int t = lua_gettop(L);
   lr_namespace_def def;
   lr_lua_namespace *ns = calloc(1, sizeof *ns);
   lr__namespace_def(L, t, &def, &ns->busy_ns);
   ns->lua = lua;
+  lr__lua_retain(lua);
   lua_pushvalue(L, t);
   ns->ns_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   def.ud = ns;
   char inner[LR_ERR_MAX];
   int rc = 0;
   if (lr_runtime_add_namespace(rt, &def, inner) != 0) {
-    rc = lr__errf(err, "bindings file %s: %s", path, inner);
+    rc = lr__errf(err, "%s: %s", where, inner);
     lr__lua_namespace_free(ns);
   }
   free((void *)def.members);
@@ -570,7 +745,7 @@ static int lr__load_file(lr_lua *lua, const char *path, char *err) {
   lua_getfield(L, -1, "load");
   lua_remove(L, -2);
   lua_pushstring(L, path);
-  if (lr__pcall(L, 1, 1) != LUA_OK) {
+  if (lr__lua_pcall(L, 1, 1) != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     lr__errf(err, "%.*s", msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "bindings file failed to load");
     lua_pop(L, 1);
@@ -579,13 +754,13 @@ static int lr__load_file(lr_lua *lua, const char *path, char *err) {
   return 0;
 }
 
-int lr_lua_describe(lr_lua *lua, const char *const *paths, size_t npaths, char **out, char *err) {
+static int lr__lua_describe(lr_lua *lua, const char *const *paths, size_t npaths, char **out, char *err) {
   lua_State *L = lua->L;
   int top = lua_gettop(L);
   *out = NULL;
   lua_getglobal(L, "require");
   lua_pushliteral(L, "lunarun.describe");
-  if (lr__pcall(L, 1, 1) != LUA_OK) {
+  if (lr__lua_pcall(L, 1, 1) != LUA_OK) {
     lr__errf(err, "describe: %s", lua_tostring(L, -1));
     lua_settop(L, top);
     return -1;
@@ -630,7 +805,7 @@ int lr_lua_describe(lr_lua *lua, const char *const *paths, size_t npaths, char *
     lua_pop(L, 1);
   }
   lua_pop(L, 1); /* taken */
-  if (lr__pcall(L, 1, 1) != LUA_OK) {
+  if (lr__lua_pcall(L, 1, 1) != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     lr__errf(err, "%.*s", msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "describe failed");
     lua_settop(L, top);
@@ -644,17 +819,74 @@ int lr_lua_describe(lr_lua *lua, const char *const *paths, size_t npaths, char *
   return 0;
 }
 
-int lr_lua_load_bindings(lr_lua *lua, lr_runtime *rt, const char *path, char *err) {
+/* Adds every namespace of the normalized list at the top of the stack. */
+static int lr__add_list(lr_lua *lua, lr_runtime *rt, const char *where, char *err) {
   lua_State *L = lua->L;
-  int top = lua_gettop(L);
-  if (lr__load_file(lua, path, err) != 0) return -1;
   int list = lua_gettop(L);
   int rc = 0;
   for (lua_Integer i = 1; rc == 0 && i <= luaL_len(L, list); i++) {
     lua_rawgeti(L, list, i);
-    rc = lr__add_namespace(lua, rt, path, err);
+    rc = lr__add_namespace(lua, rt, where, err);
     lua_pop(L, 1);
   }
+  return rc;
+}
+
+int lr__lua_add_namespaces(lr_lua *lua, lr_runtime *rt, int idx, const char *where, char *err) {
+  lua_State *L = lua->L;
+  idx = lua_absindex(L, idx);
+  int top = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lua->loader_ref);
+  lua_getfield(L, -1, "normalize");
+  lua_remove(L, -2);
+  lua_pushvalue(L, idx);
+  lua_pushstring(L, where);
+  int rc;
+  if (lr__lua_pcall(L, 2, 1) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    rc = lr__errf(err, "%.*s", msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "bad namespaces");
+  } else {
+    rc = lr__add_list(lua, rt, where, err);
+  }
   lua_settop(L, top);
+  return rc;
+}
+
+int lr__lua_load_bindings(lr_lua *lua, lr_runtime *rt, const char *path, char *err) {
+  lua_State *L = lua->L;
+  int top = lua_gettop(L);
+  if (lr__load_file(lua, path, err) != 0) return -1;
+  char where[LR_ERR_MAX];
+  snprintf(where, sizeof where, "bindings file %s", path);
+  int rc = lr__add_list(lua, rt, where, err);
+  lua_settop(L, top);
+  return rc;
+}
+
+static void lr__close_runtime_lua(void *ext) {
+  lr_lua *lua = ext;
+  lr_lua_close(lua);
+}
+
+int lr_runtime_load_bindings(lr_runtime *rt, const char *path, char *err) {
+  lr_lua *lua = lr__runtime_ext(rt);
+  if (!lua) {
+    lua = lr_lua_new(lr_runtime_loop(rt));
+    if (!lua) return lr__errf(err, "bindings file %s: cannot make a Lua state", path);
+    lr__runtime_set_ext(rt, lua, lr__close_runtime_lua);
+  }
+  return lr__lua_load_bindings(lua, rt, path, err);
+}
+
+int lr_describe(const char *const *paths, size_t npaths, char **out, char *err) {
+  /* The files' top-level code may start luv handles: give them a loop of
+   * their own, run it dry afterwards. */
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lr_lua *lua = lr_lua_new(&loop);
+  int rc = lua ? lr__lua_describe(lua, paths, npaths, out, err) : lr__errf(err, "describe: cannot make a Lua state");
+  if (lua) lr_lua_close(lua);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
   return rc;
 }

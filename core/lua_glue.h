@@ -1,32 +1,60 @@
-/* The Lua side of the host, seen from C: one Lua state per runtime that
- * holds the bindings files' handlers. These files are the only ones that
- * include Lua's headers; they use only the engine's public API (and json.h,
- * the value tree the engine hands over). */
+/* The Lua side of the host, seen from C (only core/lua_*.c include this):
+ * the lr_lua that hosts bindings in a Lua state — one the glue owns (CLI, C
+ * API) or the caller's own (the `lunarun` Lua module). These files are the
+ * only ones that include Lua's headers; they use the engine's public API
+ * (and json.h, the value tree the engine hands over). */
 #ifndef LR_LUA_GLUE_H
 #define LR_LUA_GLUE_H
+
+#include <lua.h>
+#include <stdbool.h>
 
 #include "lunarun.h"
 
 typedef struct lr_lua lr_lua;
 
-/* A Lua state on the runtime's loop (luv shares it), with `require
- * "lunarun"` giving null, array, ... */
+/* A Lua state of our own on loop, with luv sharing the loop and `require
+ * "lunarun"` available. NULL when it cannot be made. */
 lr_lua *lr_lua_new(uv_loop_t *loop);
 
-/* Runs a bindings file (SPEC §10: one namespace or a list of them) and adds
- * its namespaces to rt. Misuse names the file, the namespace and the field. */
-int lr_lua_load_bindings(lr_lua *lua, lr_runtime *rt, const char *path, char *err);
-
-/* The TypeScript declarations (and usage note) for the namespaces of the
- * given bindings files, checked as a run would check them. *out is
- * malloc'd (the caller frees it). */
-int lr_lua_describe(lr_lua *lua, const char *const *paths, size_t npaths, char **out, char *err);
-
-/* Runs a config file (a Lua chunk returning {key = value}) into cfg. */
-int lr_lua_load_config(lr_lua *lua, const char *path, lr_config *cfg, char *err);
-
-/* Closes the state. Call after the runtime that used its namespaces is
- * disposed. */
+/* Closes a state made by lr_lua_new. Handles luv owned start closing: the
+ * loop must run again for their close callbacks. */
 void lr_lua_close(lr_lua *lua);
+
+/* The lr_lua of a state, made on first use for a caller's state (its loop is
+ * luv's). Raises a Lua error when luv has no loop. */
+lr_lua *lr__lua_get(lua_State *L);
+
+/* Keeps lua alive while C holds it; lr__lua_release drops that. The memory
+ * goes when the state is closed and nothing holds it. */
+void lr__lua_retain(lr_lua *lua);
+void lr__lua_release(lr_lua *lua);
+
+/* True once the state is closing: no Lua may be touched any more. */
+bool lr__lua_closed(const lr_lua *lua);
+
+lua_State *lr__lua_state(const lr_lua *lua);
+uv_loop_t *lr__lua_loop(const lr_lua *lua);
+
+/* lua_pcall with a traceback handler. */
+int lr__lua_pcall(lua_State *L, int nargs, int nresults);
+
+/* Adds the namespaces of the value at idx (what a bindings file returns:
+ * one namespace table or a list) to rt; `where` names it in messages. */
+int lr__lua_add_namespaces(lr_lua *lua, lr_runtime *rt, int idx, const char *where, char *err);
+
+/* Runs a bindings file and adds its namespaces to rt. */
+int lr__lua_load_bindings(lr_lua *lua, lr_runtime *rt, const char *path, char *err);
+
+/* Sets config keys from the table at idx ({key = number|string}). */
+int lr__lua_config_from_table(lua_State *L, int idx, lr_config *cfg, const char *where, char *err);
+
+/* The `lunarun` module: helpers for handlers, and runtimes for programs
+ * that embed lunarun from Lua (lua_module.c). */
+int luaopen_lunarun(lua_State *L);
+
+/* Fills the module table at the top of the stack with what handlers use
+ * (null, array, is_array, wait, http_client, sleep, exec, ...). */
+void lr__lua_open_helpers(lua_State *L);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "names.h"
 #include "runtime.h"
+#include "runtime_ext.h"
 
 extern const char lr__runner_source[];
 extern const size_t lr__runner_source_len;
@@ -239,6 +240,7 @@ static void lr__runtime_maybe_disposed(lr_runtime *rt) {
     free(ns);
   }
   free(rt->namespaces);
+  if (rt->close_ext) rt->close_ext(rt->ext);
   unlink(rt->runner_path);
   unlink(rt->strip_path);
   rmdir(rt->dir);
@@ -277,3 +279,10 @@ void lr_runtime_dispose(lr_runtime *rt, void (*on_disposed)(void *ud), void *ud)
     lr__run_settle(run, LR_ABORT, "the runtime was disposed", 24);
   lr__stripper_close(rt->stripper, lr__on_stripper_closed, rt);
 }
+
+void lr__runtime_set_ext(lr_runtime *rt, void *ext, void (*close_ext)(void *ext)) {
+  rt->ext = ext;
+  rt->close_ext = close_ext;
+}
+
+void *lr__runtime_ext(lr_runtime *rt) { return rt->ext; }

@@ -41,6 +41,8 @@ struct lr_runtime {
   size_t nruns;
   uint64_t next_run_id;
   bool disposing, stripper_closed;
+  void *ext;                    /* see runtime_ext.h */
+  void (*close_ext)(void *ext);
   void (*on_disposed)(void *ud);
   void *disposed_ud;
 };

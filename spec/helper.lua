@@ -15,7 +15,15 @@ local function shell_quote(s)
 end
 M.q = shell_quote
 
-local tmpdir = os.getenv("TMPDIR") or "/tmp"
+-- Every CLI run of this process installs its runtime under a folder of its
+-- own, so the leftover check sees this spec's processes only (and never
+-- another run on the same machine).
+math.randomseed(os.time() + math.floor(os.clock() * 1e6))
+local tmpdir = string.format("%s/lunarun-spec-%d", os.getenv("TMPDIR") or "/tmp", math.random(1, 1e9))
+os.execute("mkdir -p '" .. tmpdir .. "'")
+M.tmpdir = tmpdir
+-- Removed when the spec's Lua state closes (it is empty by then).
+M._cleanup = setmetatable({}, { __gc = function() os.remove(tmpdir) end })
 local counter = 0
 function M.tmpfile(content, suffix)
   counter = counter + 1
@@ -42,7 +50,7 @@ M.slurp = slurp
 -- true), stdin = text (the program is then "-").
 function M.cli(args)
   local out, err = M.tmpfile(), M.tmpfile()
-  local cmd = M.q(M.bin) .. " " .. args .. " >" .. out .. " 2>" .. err
+  local cmd = "TMPDIR=" .. M.q(tmpdir) .. " " .. M.q(M.bin) .. " " .. args .. " >" .. out .. " 2>" .. err
   local _, _, code = os.execute(cmd)
   local r = { code = code, stdout = slurp(out), stderr = slurp(err) }
   os.remove(out)
@@ -79,7 +87,7 @@ end
 
 -- Processes left by runs: runners of any runtime, and the program's markers.
 function M.leftovers(pattern)
-  local pat = pattern or "lunarun-[A-Za-z0-9]+/(runner|strip)\\.mjs"
+  local pat = pattern or (tmpdir:gsub("[%.%-]", "\\%0") .. "/lunarun-[A-Za-z0-9]+/(runner|strip)\\.mjs")
   local p = io.popen("pgrep -af " .. M.q(pat) .. " 2>/dev/null")
   local s = p:read("a")
   p:close()

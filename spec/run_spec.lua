@@ -157,17 +157,19 @@ return null;
       it("abort when the CLI gets SIG" .. sig .. ", still printing the result, exit 1", function()
         local marker = h.tmpfile()
         local out = h.tmpfile()
-        local prog = h.tmpfile('await marker.ready({ path: "' .. marker .. '" }); console.log("started");'
+        -- The log travels before the call on the same channel, so once the
+        -- marker exists the host has the log entry.
+        local prog = h.tmpfile('console.log("started"); await marker.ready({ path: "' .. marker .. '" });'
           .. " await new Promise((r) => setTimeout(r, 60000));", ".ts")
         -- One shell starts the CLI, waits until the program runs, signals
         -- the CLI and reports its exit status.
         local script = string.format([[
-%s run --json --bindings %s %s >%s 2>&1 &
+TMPDIR=%s %s run --json --bindings %s %s >%s 2>&1 &
 pid=$!
 for i in $(seq 400); do [ -s %s ] && break; sleep 0.025; done
 kill -%s $pid
 wait $pid
-exit $?]], h.q(h.bin), h.q(h.fixtures .. "marker.lua"), h.q(prog), out, marker, sig)
+exit $?]], h.q(h.tmpdir), h.q(h.bin), h.q(h.fixtures .. "marker.lua"), h.q(prog), out, marker, sig)
         local _, _, code = os.execute(script)
         local text = h.slurp(out)
         local result = h.json.decode(text, 1, h.json.null)

@@ -55,6 +55,9 @@ int lr_config_set_number(lr_config *c, const char *key, double value, char *err)
  * Each value alone is checked when it is set. */
 int lr_config_check(const lr_config *c, char *err);
 
+/* Sets keys from a Lua config file (a chunk returning {key = value}). */
+int lr_config_load_file(lr_config *c, const char *path, char *err);
+
 /* Copies src into dst (dst's old strings are not freed: init it first). */
 void lr_config_copy(lr_config *dst, const lr_config *src);
 
@@ -164,6 +167,18 @@ int lr_namespace_def_check(const lr_namespace_def *def, char *err);
  * Names are checked against SPEC §9, including uniqueness across every
  * global and error class of the runtime. */
 int lr_runtime_add_namespace(lr_runtime *rt, const lr_namespace_def *def, char *err);
+
+/* Runs a bindings file (SPEC §10: a Lua chunk returning one namespace or a
+ * list of them; docs/BINDINGS.md has policy and declared types) and adds its
+ * namespaces. Its handlers run in a Lua state the runtime owns, on the
+ * runtime's loop (luv shares it); the state is closed when the runtime is
+ * disposed. Misuse names the file, the namespace and the field. */
+int lr_runtime_load_bindings(lr_runtime *rt, const char *path, char *err);
+
+/* The TypeScript declarations (and a usage note for a model) of the
+ * namespaces of the given bindings files, checked as a run would check them.
+ * *out is malloc'd; the caller frees it. */
+int lr_describe(const char *const *paths, size_t npaths, char **out, char *err);
 
 /* What a call carries. */
 const char *lr_call_global(const lr_call *call);
