@@ -547,6 +547,13 @@ lr_http_request *lr__http_start(lr_http_client *c, const lr_http_options *o, lr_
   LR_SET(CURLOPT_HTTPHEADER, r->headers);
   if (o->timeout_ms) LR_SET(CURLOPT_TIMEOUT_MS, o->timeout_ms > LONG_MAX ? LONG_MAX : (long)o->timeout_ms);
   bool head = strcmp(method, "HEAD") == 0;
+  if (head && o->body) {
+    /* A HEAD response has no body to wait for; sending one makes curl wait
+     * for the Content-Length it announces. */
+    lr__errf(err, "a HEAD request cannot have a body");
+    lr__http_request_free(r);
+    return NULL;
+  }
   if (o->max_response_bytes && !head)
     LR_SET(CURLOPT_MAXFILESIZE_LARGE,
            (curl_off_t)(o->max_response_bytes > INT64_MAX ? INT64_MAX : o->max_response_bytes));

@@ -141,10 +141,6 @@ static void lr__on_call(lr_run *run, lr_json *msg) {
 }
 
 static void lr__on_done(lr_run *run, lr_json *msg) {
-  lr_json *stats = lr__json_get(msg, "stats");
-  lr_json *cms = stats ? lr__json_get(stats, "computeMs") : NULL;
-  if (cms && cms->type == LR_JNUMBER && cms->u.num >= 0 && cms->u.num <= LR_MAX_SAFE_INTEGER)
-    run->stats.compute_ms = (uint64_t)cms->u.num;
   lr_json *error = lr__json_get(msg, "error");
   if (error) {
     lr_json *kind = lr__json_get(error, "kind"), *message = lr__json_get(error, "message");
@@ -190,6 +186,10 @@ static int lr__on_frame(void *ud, lr_json *msg) {
   } else if (strcmp(t, "output-limit") == 0) {
     run->terminal_seen = true;
     lr__run_settle(run, LR_OUTPUT_LIMIT, NULL, 0);
+  } else if (strcmp(t, "stats") == 0) {
+    lr_json *cms = lr__json_get(msg, "computeMs");
+    if (cms && cms->type == LR_JNUMBER && cms->u.num >= 0 && cms->u.num <= LR_MAX_SAFE_INTEGER)
+      run->stats.compute_ms = (uint64_t)cms->u.num;
   } else if (strcmp(t, "controller") == 0) {
     lr_json *pid = lr__json_get(msg, "pid");
     if (lr__safe_id(pid) && pid->u.num > 1 && pid->u.num < 4194305) lr__sandbox_add_group(run->sb, (int)pid->u.num);

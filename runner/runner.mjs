@@ -877,6 +877,9 @@ function launcherMain() {
       case 'cost':
         pendingCost = typeof msg.cost === 'number' ? msg.cost : null;
         break;
+      case 'stats':
+        queueFrame({ type: 'stats', computeMs: typeof msg.computeMs === 'number' ? msg.computeMs : 0 });
+        break;
       case 'call':
         if (!queueFrame(msg)) {
           conclude(workerExit(`a binding call frame (${msg.global}.${msg.name}) exceeds maxFrameBytes (${maxFrameBytes})`));
@@ -1141,6 +1144,12 @@ function controllerMain() {
     if (terminalSent) return;
     terminalSent = true;
     if (pollTimer) clearInterval(pollTimer);
+    // The worker's busy time, for the result's stats (the host shows it).
+    let active = 0;
+    try {
+      if (worker) active = worker.performance.eventLoopUtilization().active;
+    } catch {}
+    send({ type: 'stats', computeMs: Math.round(active) });
     if (typeof cost === 'number') send({ type: 'cost', cost });
     send(msg);
     flush();

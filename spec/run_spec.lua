@@ -119,6 +119,8 @@ return null;
       assert.are.equal(1, r.code)
       assert.are.equal("timeout", r.result.error.kind)
       assert.truthy(r.result.error.message:find("compute budget", 1, true))
+      -- The budget was spent: the worker's busy time is at least the budget.
+      assert.is_true(r.result.stats.computeMs >= 300, tostring(r.result.stats.computeMs))
     end)
 
     it("timeout (wall-clock) for a program that waits", function()

@@ -136,6 +136,27 @@ local function normalize_namespace(ns, where, null_sentinel)
   return out
 end
 
+-- Normalizes what a bindings file returns (one namespace, or a list of
+-- them); `where` names the source in messages ("bindings file x.lua").
+function M.normalize(result, where)
+  if type(result) ~= "table" then
+    error(where .. " must return a namespace table or a list of them, got " .. type(result), 0)
+  end
+  local list = result.global ~= nil and { result } or result
+  if #list == 0 then
+    error(where .. " returned a table with neither \"global\" nor a list of namespaces", 0)
+  end
+  local out = {}
+  local null = require("lunarun").null
+  for i, ns in ipairs(list) do
+    if type(ns) ~= "table" then
+      error(where .. ": namespace " .. i .. " must be a table, got " .. type(ns), 0)
+    end
+    out[i] = normalize_namespace(ns, where .. ": namespace " .. i, null)
+  end
+  return out
+end
+
 -- Runs a bindings file; returns its namespaces, normalized.
 function M.load(path)
   local chunk, err = loadfile(path, "t")
@@ -145,22 +166,7 @@ function M.load(path)
     local msg = type(result) == "string" and result or (type(result) == "table" and result.message) or tostring(result)
     error("bindings file " .. path .. " failed: " .. tostring(msg):match("[^\n]*"), 0)
   end
-  if type(result) ~= "table" then
-    error("bindings file " .. path .. " must return a namespace table or a list of them, got " .. type(result), 0)
-  end
-  local list = result.global ~= nil and { result } or result
-  if #list == 0 then
-    error("bindings file " .. path .. " returned a table with neither \"global\" nor a list of namespaces", 0)
-  end
-  local out = {}
-  local null = require("lunarun").null
-  for i, ns in ipairs(list) do
-    if type(ns) ~= "table" then
-      error("bindings file " .. path .. ": namespace " .. i .. " must be a table, got " .. type(ns), 0)
-    end
-    out[i] = normalize_namespace(ns, "bindings file " .. path .. ": namespace " .. i, null)
-  end
-  return out
+  return M.normalize(result, "bindings file " .. path)
 end
 
 local function report(what, err)
