@@ -22,6 +22,7 @@ static const lr_config_key lr__numeric_keys[] = {
     {"maxOldGenerationSizeMb", offsetof(lr_config, max_old_generation_size_mb)},
     {"maxFrameBytes", offsetof(lr_config, max_frame_bytes)},
     {"killGraceMs", offsetof(lr_config, kill_grace_ms)},
+    {"maxProcessMemoryMb", offsetof(lr_config, max_process_memory_mb)},
 };
 
 static const lr_config_key lr__string_keys[] = {
@@ -39,6 +40,9 @@ void lr_config_init(lr_config *c) {
   c->max_old_generation_size_mb = 512;
   c->max_frame_bytes = 268435456;
   c->kill_grace_ms = 2000;
+  /* Node with a worker reserves about 1.9 GiB of address space before the
+   * program allocates anything; 4 GiB leaves about 2 GiB for the program. */
+  c->max_process_memory_mb = 4096;
 }
 
 static const lr_config_key *lr__find(const lr_config_key *keys, size_t n, const char *key) {
@@ -50,7 +54,8 @@ static const lr_config_key *lr__find(const lr_config_key *keys, size_t n, const 
 static int lr__unknown_key(const char *key, char *err) {
   return lr__errf(err,
                   "config: unknown key \"%s\" (known: computeMs, maxWallMs, maxOutputBytes, "
-                  "maxOldGenerationSizeMb, maxFrameBytes, killGraceMs, nodePath, runtimeRoot)",
+                  "maxOldGenerationSizeMb, maxFrameBytes, killGraceMs, maxProcessMemoryMb, nodePath, "
+                  "runtimeRoot)",
                   key);
 }
 

@@ -320,6 +320,8 @@ static void lr__on_stripped(void *ud, bool ok, bool broken, const char *text, si
       .node_path = run->rt->node_path,
       .script = run->rt->runner_path,
       .kill_grace_ms = run->cfg.kill_grace_ms,
+      .max_memory_bytes = run->cfg.max_process_memory_mb * 1024 * 1024,
+      .prlimit_path = run->rt->prlimit_path,
   };
   char err[LR_ERR_MAX];
   if (lr__sandbox_local_start(run->rt->loop, &spec, &lr__run_events, run, &run->sb, err) != 0) {

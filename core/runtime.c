@@ -101,6 +101,22 @@ static void lr__make_boot_namespaces(lr_runtime *rt) {
   lr__buf_append_char(b, ']');
 }
 
+/* An executable named name in PATH or the usual system folders. */
+static char *lr__find_program(const char *name) {
+  const char *path = getenv("PATH");
+  lr_buf dirs = {0};
+  lr__buf_append_str(&dirs, path ? path : "");
+  lr__buf_append_str(&dirs, ":/usr/bin:/bin:/usr/sbin:/sbin");
+  char *save = NULL, *found = NULL;
+  for (char *dir = strtok_r(dirs.data, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
+    char *p = lr__path_join(*dir ? dir : ".", name);
+    if (access(p, X_OK) == 0) found = p;
+    else free(p);
+  }
+  lr__buf_free(&dirs);
+  return found;
+}
+
 int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, char *err) {
   *out = NULL;
   lr_config defaults;
@@ -111,6 +127,11 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   if (lr_config_check(config, err) != 0) return -1;
   char *node = lr__resolve_node(config, err);
   if (!node) return -1;
+  char *prlimit = lr__find_program("prlimit");
+  if (!prlimit) {
+    free(node);
+    return lr__errf(err, "maxProcessMemoryMb needs util-linux's prlimit, which is not installed");
+  }
   const char *root = config->runtime_root;
   if (!root || !*root) root = getenv("TMPDIR");
   if (!root || !*root) root = "/tmp";
@@ -119,12 +140,14 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
     lr__errf(err, "config: runtimeRoot \"%s\": cannot make a folder there: %s", root, strerror(errno));
     free(dir);
     free(node);
+    free(prlimit);
     return -1;
   }
   lr_runtime *rt = lr__xcalloc(1, sizeof *rt);
   rt->loop = loop;
   lr_config_copy(&rt->cfg, config);
   rt->node_path = node;
+  rt->prlimit_path = prlimit;
   rt->dir = dir;
   rt->runner_path = lr__path_join(dir, "runner.mjs");
   rt->strip_path = lr__path_join(dir, "strip.mjs");
@@ -136,6 +159,7 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
     free(rt->strip_path);
     free(dir);
     free(node);
+    free(prlimit);
     lr_config_free(&rt->cfg);
     free(rt);
     return -1;
@@ -248,6 +272,7 @@ static void lr__runtime_maybe_disposed(lr_runtime *rt) {
   free(rt->strip_path);
   free(rt->dir);
   free(rt->node_path);
+  free(rt->prlimit_path);
   lr__buf_free(&rt->boot_namespaces);
   lr_config_free(&rt->cfg);
   void (*cb)(void *) = rt->on_disposed;

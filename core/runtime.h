@@ -30,6 +30,7 @@ struct lr_runtime {
   uv_loop_t *loop;
   lr_config cfg;
   char *node_path;   /* resolved, absolute */
+  char *prlimit_path; /* util-linux's prlimit, for maxProcessMemoryMb */
   char *dir;         /* the folder the runner is installed into */
   char *runner_path;
   char *strip_path;

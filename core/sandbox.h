@@ -27,6 +27,8 @@ typedef struct lr_sandbox_spec {
   const char *node_path;
   const char *script; /* the .mjs to run */
   uint64_t kill_grace_ms;
+  uint64_t max_memory_bytes; /* RLIMIT_AS of the process and its children; 0 = none */
+  const char *prlimit_path;  /* util-linux's prlimit, which applies it */
 } lr_sandbox_spec;
 
 /* Starts the process in its own process group. On failure nothing is left

@@ -169,8 +169,16 @@ int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec,
   uv_timer_init(loop, &sb->timer);
   sb->in.data = sb->out.data = sb->err.data = sb->timer.data = sb->proc.data = sb;
 
-  char *args[] = {(char *)spec->node_path, "--disable-warning=ExperimentalWarning",
-                  (char *)spec->script, NULL};
+  /* The address-space cap is applied by prlimit, which then execs Node: the
+   * cap holds for the runner and everything it starts (libuv has no hook to
+   * set it between fork and exec). */
+  char as_arg[48];
+  snprintf(as_arg, sizeof as_arg, "--as=%llu", (unsigned long long)spec->max_memory_bytes);
+  char *plain[] = {(char *)spec->node_path, "--disable-warning=ExperimentalWarning", (char *)spec->script, NULL};
+  char *capped[] = {(char *)spec->prlimit_path, as_arg, "--core=0", "--", (char *)spec->node_path,
+                    "--disable-warning=ExperimentalWarning", (char *)spec->script, NULL};
+  bool cap = spec->max_memory_bytes && spec->prlimit_path;
+  char **args = cap ? capped : plain;
   char *env[] = {NULL}; /* the sandbox sees none of the host's environment */
   uv_stdio_container_t stdio[3] = {
       {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&sb->in},
@@ -179,7 +187,7 @@ int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec,
   };
   uv_process_options_t opts = {
       .exit_cb = lr__on_exit,
-      .file = spec->node_path,
+      .file = args[0],
       .args = args,
       .env = env,
       .flags = UV_PROCESS_DETACHED, /* setsid: its own session and group */

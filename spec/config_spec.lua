@@ -15,7 +15,8 @@ describe("config", function()
   setup(function() prog = h.tmpfile("return 1", ".ts") end)
   teardown(function() os.remove(prog) end)
 
-  local keys = { "computeMs", "maxWallMs", "maxOutputBytes", "maxOldGenerationSizeMb", "maxFrameBytes", "killGraceMs" }
+  local keys = { "computeMs", "maxWallMs", "maxOutputBytes", "maxOldGenerationSizeMb", "maxFrameBytes", "killGraceMs",
+    "maxProcessMemoryMb" }
 
   for _, key in ipairs(keys) do
     it("refuses 0, negatives, fractions and beyond 2^53-1 for " .. key, function()

@@ -132,6 +132,15 @@ return out;
     assert.are.equal(2, r.result.value)
   end)
 
+  it("cannot exhaust memory with Buffers, which the heap cap does not bound", function()
+    -- 64 MiB at a time until the process-level cap (maxProcessMemoryMb) says no.
+    local r = run("const b: Buffer[] = []; for (;;) b.push(Buffer.alloc(64 << 20, 1));",
+      { sets = { "maxProcessMemoryMb=3072" } })
+    assert.are.equal(1, r.code)
+    assert.truthy(r.result.error.kind == "exception" or r.result.error.kind == "worker-exit", r.stdout)
+    assert.truthy(r.result.error.message:find("allocate", 1, true), r.result.error.message)
+  end)
+
   it("is followed by a healthy run", function()
     assert.are.equal(2, run("return 1 + 1").result.value)
   end)

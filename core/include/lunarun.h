@@ -36,6 +36,11 @@ typedef struct lr_config {
   uint64_t max_old_generation_size_mb; /* maxOldGenerationSizeMb, default 512 */
   uint64_t max_frame_bytes;            /* maxFrameBytes, default 256 MiB */
   uint64_t kill_grace_ms;              /* killGraceMs, default 2000 */
+  uint64_t max_process_memory_mb;      /* maxProcessMemoryMb: the address-space cap
+                                          (RLIMIT_AS) of every sandbox process,
+                                          default 4096; Buffers and ArrayBuffers,
+                                          which the heap cap does not bound, fail
+                                          to allocate beyond it */
   char *node_path;    /* nodePath: the Node binary (>= 22.13); NULL = built-in default */
   char *runtime_root; /* runtimeRoot: where a runtime installs its files; NULL = $TMPDIR or /tmp */
 } lr_config;
