@@ -343,7 +343,7 @@ static void lr__cancel_all(lr_lua *lua);
 
 /* The state is closing: from now on nothing touches Lua. */
 static int lr__anchor_gc(lua_State *L) {
-  lr_lua **slot = luaL_checkudata(L, 1, LR_LUA_ANCHOR);
+  lr_lua **slot = lua_touserdata(L, 1);
   lr_lua *lua = *slot;
   if (!lua) return 0;
   *slot = NULL;
@@ -364,7 +364,7 @@ static void lr__lua_init(lua_State *L, lr_lua *lua) {
     lua_setfield(L, -2, "__gc");
   }
   lua_setmetatable(L, -2);
-  lua_setfield(L, LUA_REGISTRYINDEX, LR_LUA_ANCHOR);
+  lua_setfield(L, LUA_REGISTRYINDEX, LR_LUA_ANCHOR ".self"); /* not the metatable's key */
   lua_pushlightuserdata(L, lua);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &lr__lua_key);
   lr__lua_values_init(L);

@@ -49,8 +49,13 @@ M.slurp = slurp
 -- opts: bindings = {files}, sets = {"k=v"}, config = file, json (default
 -- true), stdin = text (the program is then "-").
 function M.cli(args)
+  return M.cli_wrapped("", args)
+end
+
+-- The same, with the CLI started through a wrapper command (e.g. valgrind).
+function M.cli_wrapped(wrapper, args)
   local out, err = M.tmpfile(), M.tmpfile()
-  local cmd = "TMPDIR=" .. M.q(tmpdir) .. " " .. M.q(M.bin) .. " " .. args .. " >" .. out .. " 2>" .. err
+  local cmd = "TMPDIR=" .. M.q(tmpdir) .. " " .. wrapper .. " " .. M.q(M.bin) .. " " .. args .. " >" .. out .. " 2>" .. err
   local _, _, code = os.execute(cmd)
   local r = { code = code, stdout = slurp(out), stderr = slurp(err) }
   os.remove(out)
