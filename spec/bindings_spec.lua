@@ -126,6 +126,15 @@ return [d, e];]==])
     assert.are.same({ 5000, 5000 }, r.result.value)
   end)
 
+  it("fail the run with worker-exit when a reply would exceed maxFrameBytes (nothing is sent)", function()
+    local r = h.run("try { await tools.big({ n: 5000 }); } catch {} return 1",
+      { bindings = { tools }, sets = { "maxFrameBytes=1000", "maxOutputBytes=100" } })
+    h.assert_clean()
+    assert.are.equal("worker-exit", r.result.error.kind)
+    assert.truthy(r.result.error.message:find("maxFrameBytes", 1, true) or r.result.error.message:find("frame", 1, true),
+      r.result.error.message)
+  end)
+
   it("send a missing argument as null", function()
     local r = run("return await (tools as any).isNull()")
     assert.are.equal(true, r.result.value)

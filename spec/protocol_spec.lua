@@ -121,6 +121,17 @@ exec %s %s
     assert.are.same({ "a" }, r.result.logs)
   end)
 
+  it("escalates to SIGKILL after killGraceMs when the runner ignores SIGTERM", function()
+    -- If the escalation were missing, the CLI would never return: the
+    -- outer `timeout` turns that into a failure.
+    local r = h.cli_wrapped("timeout 60", "run --json --bindings " .. h.q(tools) .. " --set nodePath=" .. h.q(fake_node)
+      .. " --set maxWallMs=300 --set killGraceMs=300 " .. h.q(h.tmpfile(json.encode({ { ignoreTerm = true }, { sleep = 600000 } }), ".ts")))
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.truthy(r.stdout:find('"kind":"timeout"', 1, true), r.stdout)
+    h.assert_clean()
+    h.assert_clean("fake_runner")
+  end)
+
   describe("refuses as worker-exit", function()
     local function refused(actions, pattern, sets)
       local r = script(actions, sets)

@@ -129,6 +129,12 @@ return null;
       assert.truthy(r.result.error.message:find("wall-clock", 1, true))
     end)
 
+    it("worker-exit when the sandbox cannot start", function()
+      local r = run("return 1", { sets = { "nodePath=/bin/false" } })
+      assert.are.equal(1, r.code)
+      assert.are.equal("worker-exit", r.result.error.kind)
+    end)
+
     it("worker-exit for process.exit", function()
       local r = run("process.exit(3)")
       assert.are.equal("worker-exit", r.result.error.kind)
