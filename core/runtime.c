@@ -89,17 +89,6 @@ void lr__runtime_describe_namespace(const lr_namespace *ns, lr_buf *b) {
     lr__buf_append_char(b, '}');
 }
 
-/* The namespaces as the boot frame carries them; remade when one is added. */
-static void lr__make_boot_namespaces(lr_runtime *rt) {
-  lr_buf *b = &rt->boot_namespaces;
-  b->len = 0;
-  lr__buf_append_char(b, '[');
-  for (size_t i = 0; i < rt->nnamespaces; i++) {
-    if (i) lr__buf_append_char(b, ',');
-    lr__runtime_describe_namespace(rt->namespaces[i], b);
-  }
-  lr__buf_append_char(b, ']');
-}
 
 /* An executable named name in PATH or the usual system folders. */
 static char *lr__find_program(const char *name) {
@@ -168,7 +157,6 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   struct sigaction sa;
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   rt->stripper = lr__stripper_new(loop, rt->node_path, rt->strip_path);
-  lr__make_boot_namespaces(rt);
   *out = rt;
   return 0;
 }
@@ -238,7 +226,6 @@ int lr_runtime_add_namespace(lr_runtime *rt, const lr_namespace_def *def, char *
   ns->cancel = def->cancel;
   ns->ud = def->ud;
   ns->free_ud = def->free_ud;
-  lr__make_boot_namespaces(rt);
   return 0;
 }
 
@@ -273,7 +260,6 @@ static void lr__runtime_maybe_disposed(lr_runtime *rt) {
   free(rt->dir);
   free(rt->node_path);
   free(rt->prlimit_path);
-  lr__buf_free(&rt->boot_namespaces);
   lr_config_free(&rt->cfg);
   void (*cb)(void *) = rt->on_disposed;
   void *ud = rt->disposed_ud;

@@ -36,7 +36,6 @@ struct lr_runtime {
   char *strip_path;
   lr_namespace **namespaces; /* pointers: calls hold them across additions */
   size_t nnamespaces;
-  lr_buf boot_namespaces; /* the JSON of the namespaces for boot frames */
   lr_stripper *stripper;
   lr_run *runs; /* runs in flight, linked by run->next/prev */
   size_t nruns;
