@@ -330,8 +330,9 @@ size_t lr__json_number(double d, char buf[32]) {
 /* ---- writing ---- */
 
 /* Output bytes per input byte: 1 raw, 2 short escape, 6 \u00xx. A lone
- * surrogate (ED A0..BF xx) is handled apart. */
-static const unsigned char lr__esc_len[256] = {
+ * surrogate (ED A0..BF xx) is handled apart. The ledger counts with it too:
+ * SPEC §5's costs are exactly what JSON.stringify writes. */
+const unsigned char lr__json_escape_len[256] = {
     6, 6, 6, 6, 6, 6, 6, 6, 2, 2, 2, 6, 2, 2, 6, 6, /* \b \t \n \f \r */
     6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
     1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* '"' */
@@ -354,11 +355,11 @@ static bool lr__is_surrogate(const unsigned char *s, size_t i, size_t len) {
   return i + 2 < len && s[i + 1] >= 0xA0 && s[i + 1] <= 0xBF;
 }
 
-static size_t lr__string_size(const char *str, size_t len) {
+size_t lr__json_string_size(const char *str, size_t len) {
   const unsigned char *s = (const unsigned char *)str;
   size_t n = 2;
   for (size_t i = 0; i < len; i++) {
-    unsigned e = lr__esc_len[s[i]];
+    unsigned e = lr__json_escape_len[s[i]];
     if (e) {
       n += e;
     } else if (lr__is_surrogate(s, i, len)) {
@@ -378,7 +379,7 @@ void lr__json_write_string(const char *str, size_t len, lr_buf *out) {
   size_t i = 0;
   while (i < len) {
     size_t run = i; /* copy runs of raw bytes in one go */
-    while (run < len && lr__esc_len[s[run]] == 1) run++;
+    while (run < len && lr__json_escape_len[s[run]] == 1) run++;
     if (run > i) lr__buf_append(out, s + i, run - i);
     i = run;
     if (i == len) break;
@@ -439,7 +440,7 @@ static size_t lr__size_open(const lr_json *v) {
     case LR_JFALSE: return 5;
     case LR_JTRUE: return 4;
     case LR_JNUMBER: return isfinite(v->u.num) ? lr__json_number(v->u.num, num) : 4;
-    case LR_JSTRING: return lr__string_size(v->u.str, v->len);
+    case LR_JSTRING: return lr__json_string_size(v->u.str, v->len);
     default: return 1;
   }
 }

@@ -58,6 +58,13 @@ size_t lr__json_number(double d, char buf[32]);
  * JSON.stringify escapes it. */
 void lr__json_write_string(const char *s, size_t len, lr_buf *out);
 
+/* Length of what lr__json_write_string appends for s[0..len). */
+size_t lr__json_string_size(const char *s, size_t len);
+
+/* Bytes JSON.stringify writes for each byte of a string: 1, 2 (\n, \", ...)
+ * or 6 (\u00xx); 0 for 0xED, which may start a lone surrogate (6). */
+extern const unsigned char lr__json_escape_len[256];
+
 /* Constructors. Strings are copied. */
 lr_json lr__json_null(void);
 lr_json lr__json_bool(bool b);

@@ -5,18 +5,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-/* JSON string cost of each ASCII byte, as JSON.stringify escapes it: short
- * escapes 2, other controls \u00XX 6, DEL and the rest as themselves. */
-static const unsigned char lr__ascii_cost[128] = {
-    6, 6, 6, 6, 6, 6, 6, 6, 2, 2, 2, 6, 2, 2, 6, 6, /* \b \t \n, \f \r */
-    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
-    1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* '"' */
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, /* '\\' */
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-};
 
 /* One code point at s (n > 0 bytes left): sets *bytes to its length and
  * returns its cost. Input is UTF-8/WTF-8; a malformed byte counts as one
@@ -25,7 +13,7 @@ static unsigned lr__cp_cost(const unsigned char *s, size_t n, size_t *bytes) {
   unsigned c = s[0];
   if (c < 0x80) {
     *bytes = 1;
-    return lr__ascii_cost[c];
+    return lr__json_escape_len[c];
   }
   size_t k = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
   if (k > n) k = n;
@@ -37,22 +25,7 @@ static unsigned lr__cp_cost(const unsigned char *s, size_t n, size_t *bytes) {
   return (unsigned)k;
 }
 
-uint64_t lr__ledger_string_cost(const char *str, size_t len) {
-  const unsigned char *s = (const unsigned char *)str;
-  uint64_t cost = 2;
-  size_t i = 0;
-  while (i < len) {
-    if (s[i] < 0x80) { /* fast path: ASCII runs dominate logs */
-      cost += lr__ascii_cost[s[i]];
-      i++;
-      continue;
-    }
-    size_t k;
-    cost += lr__cp_cost(s + i, len - i, &k);
-    i += k;
-  }
-  return cost;
-}
+uint64_t lr__ledger_string_cost(const char *str, size_t len) { return lr__json_string_size(str, len); }
 
 uint64_t lr__ledger_value_cost(const lr_json *v) { return lr__json_size(v); }
 
