@@ -273,7 +273,16 @@ static int lr__rt_add(lua_State *L) {
   lr_lua_rt *lrt = lr__check_rt(L);
   luaL_checktype(L, 2, LUA_TTABLE);
   char err[LR_ERR_MAX];
-  if (lr__lua_add_namespaces(lrt->lua, lrt->rt, 2, "namespaces", err) != 0) return luaL_error(L, "lunarun: %s", err);
+  /* The glue works on the state's main thread: the table goes there (rt:add
+   * may be called from a coroutine, whose stack is not the main thread's). */
+  lua_State *main = lr__lua_state(lrt->lua);
+  if (main != L) {
+    lua_pushvalue(L, 2);
+    lua_xmove(L, main, 1);
+  }
+  int rc = lr__lua_add_namespaces(lrt->lua, lrt->rt, main != L ? -1 : 2, "namespaces", err);
+  if (main != L) lua_pop(main, 1);
+  if (rc != 0) return luaL_error(L, "lunarun: %s", err);
   lua_settop(L, 1);
   return 1;
 }
@@ -292,16 +301,21 @@ static void lr__rt_disposed(void *ud) {
   lr_lua_rt *lrt = ud;
   lrt->rt = NULL;
   lr_lua *lua = lrt->lua;
+  int ref = lrt->done_ref;
+  bool is_thread = lrt->done_is_thread;
+  lrt->done_ref = LUA_NOREF;
+  /* lrt is not touched after the delivery: the Lua code it resumes may
+   * collect the runtime's userdata, whose __gc then frees lrt. */
+  bool orphaned = lrt->orphaned;
+  if (orphaned) free(lrt);
+  lr__lua_retain(lua);
   if (!lr__lua_closed(lua)) {
     lua_State *L = lr__lua_state(lua);
     lua_pushboolean(L, 1);
-    lr__deliver(L, lrt->done_ref, lrt->done_is_thread);
+    lr__deliver(L, ref, is_thread);
   }
-  lrt->done_ref = LUA_NOREF;
-  if (lrt->orphaned) {
-    lr__lua_release(lua);
-    free(lrt);
-  }
+  if (orphaned) lr__lua_release(lua);
+  lr__lua_release(lua);
 }
 
 /* rt:dispose([callback]): aborts the runs in flight and waits for them; in a

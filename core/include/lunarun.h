@@ -2,14 +2,40 @@
  * and let them call host functions ("bindings").
  *
  * This is the one public header of the engine. Everything happens on a libuv
- * loop the caller owns; no function blocks. Misuse (a bad config key, a bad
- * name, a run on a disposed runtime) is reported by a return code with a
- * message in `err` (LR_ERR_MAX bytes, may be NULL); a run that starts always
- * ends with exactly one call of its completion callback.
+ * loop the caller owns; no function blocks, and none is thread-safe: call
+ * them all from the loop's thread. Misuse (a bad config key, a bad name, a
+ * run on a disposed runtime) is reported by a return code (0 = done, -1 =
+ * refused) with a one-line message in `err` (a buffer of LR_ERR_MAX bytes;
+ * may be NULL); nothing is started then. A run that starts always ends with
+ * exactly one call of its completion callback, never from inside the call
+ * that started or aborted it.
  *
- * Ownership: strings passed in are copied unless said otherwise; results and
- * strings passed to callbacks are owned by lunarun and valid only during the
- * callback.
+ * The life of an embedding:
+ *
+ *   lr_runtime_new(loop, &cfg, &rt, err);          // or cfg = NULL: defaults
+ *   lr_runtime_add_namespace(rt, &def, err);       // C bindings, and/or
+ *   lr_runtime_load_bindings(rt, "tools.lua", err); // Lua bindings
+ *   lr_run_start(rt, program, len, &opts, &run, err); // any number at once
+ *   uv_run(loop, UV_RUN_DEFAULT);                   // results reach opts.on_done
+ *   lr_runtime_dispose(rt, on_disposed, ud);        // e.g. from on_done
+ *   ...uv_run returns once the runtime is gone; then uv_loop_close(loop).
+ *
+ * A runtime keeps handles on the loop (its type-stripping helper, once a run
+ * started) until it is disposed: uv_run(UV_RUN_DEFAULT) does not return
+ * before. After on_disposed, let the loop run once more (uv_run returns by
+ * itself): the Lua state of the bindings files closes its handles then.
+ *
+ * Ownership:
+ * - Everything passed in (configs, namespace definitions and their names,
+ *   programs, run options) is copied; the caller may free it on return.
+ * - Everything passed to a callback (an lr_result and its strings, a log
+ *   entry) is lunarun's and valid only during the callback: copy what you
+ *   keep. An lr_call and what it carries (lr_call_args_json, its names) is
+ *   valid from the handler's call until the handler completes it.
+ * - The caller frees (with free()) the string of lr_result_json and the
+ *   text of lr_describe, and releases an lr_config with lr_config_free.
+ * - An lr_run is valid from lr_run_start until its on_done returns; an
+ *   lr_runtime until its on_disposed is called (it is freed just before).
  */
 #ifndef LUNARUN_H
 #define LUNARUN_H
@@ -110,8 +136,9 @@ typedef struct lr_result {
   lr_stats stats;
 } lr_result;
 
-/* Appends the result as one JSON object ({value?, logs, error?, stats}) to
- * a malloc'd NUL-terminated string the caller frees. */
+/* The result as one JSON object ({value?, logs, error?, stats}, SPEC §4), in
+ * a malloc'd NUL-terminated string the caller frees; its length in *len
+ * (len may be NULL). */
 char *lr_result_json(const lr_result *r, size_t *len);
 
 /* ---- Runtime, namespaces, runs ---------------------------------------- */
@@ -120,8 +147,11 @@ typedef struct lr_runtime lr_runtime;
 typedef struct lr_run lr_run;
 typedef struct lr_call lr_call;
 
-/* Creates a runtime on the caller's loop: checks the config, installs the
- * runner into a fresh folder under runtimeRoot. The config is copied. */
+/* Creates a runtime on the caller's loop: checks the config (NULL: the
+ * defaults), finds Node (nodePath, else $LUNARUN_NODE, else the build's
+ * default, else PATH), installs the runner into a fresh folder under
+ * runtimeRoot. The config is copied. On misuse *out is NULL, nothing is
+ * left behind, and err names the key. */
 int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, char *err);
 
 /* The loop and config the runtime was made with. */
@@ -129,17 +159,22 @@ uv_loop_t *lr_runtime_loop(lr_runtime *rt);
 const lr_config *lr_runtime_config(lr_runtime *rt);
 
 /* A binding's handler: called on the loop with the call; it must complete
- * the call exactly once, now or later, with lr_call_resolve or
- * lr_call_reject. */
+ * the call exactly once, now (synchronous binding) or later from the loop
+ * (asynchronous binding: keep `call`, e.g. with lr_call_set_user, and
+ * complete it from a timer, a process exit...), with lr_call_resolve_json
+ * or lr_call_reject. ud is the namespace's lr_namespace_def.ud. */
 typedef void (*lr_binding_fn)(void *ud, lr_call *call);
 
 /* Called when the runtime is disposed, so a namespace can release ud. */
 typedef void (*lr_namespace_free_fn)(void *ud);
 
 /* Called when the engine no longer needs a call the handler still holds: its
- * run settled, or the call timed out (the program already got the timeout).
+ * run settled (returned, failed, was aborted, the runtime is being
+ * disposed), or the call timed out (the program already got the timeout).
  * The handler should stop its work and complete the call soon (completing
- * it now only frees it; nothing is sent). */
+ * it now, from inside this callback, only frees it; nothing is sent). From
+ * here on only lr_call_resolve*, lr_call_reject* and lr_call_user may be
+ * used on the call: its namespace goes away with the runtime. */
 typedef void (*lr_binding_cancel_fn)(void *ud, lr_call *call);
 
 /* How the engine schedules one member's calls within a run. */
@@ -202,20 +237,26 @@ size_t lr_call_member_index(const lr_call *call);
 void lr_call_set_user(lr_call *call, void *user);
 void *lr_call_user(const lr_call *call);
 
-/* Completes a call with a value given as JSON text (checked: must be
- * lossless JSON, else the program sees "binding resolution must be lossless
- * JSON"). Frees the call. Safe after the run ended (the reply is dropped). */
+/* Completes a call with a value given as JSON text, json[0..len) (checked:
+ * must be lossless JSON, else the program sees "binding resolution must be
+ * lossless JSON"). Frees the call. Safe after the run ended (the reply is
+ * dropped). The text is copied. */
 void lr_call_resolve_json(lr_call *call, const char *json, size_t len);
 /* The same with an in-tree value; takes ownership of *value. */
 void lr_call_resolve(lr_call *call, struct lr_json *value);
-/* Rejects a call: the program sees an error with this message. */
+/* Rejects a call: the program sees an error with this message (UTF-8,
+ * copied), an instance of the namespace's error class when it has one.
+ * Frees the call. */
 void lr_call_reject(lr_call *call, const char *message, size_t len);
 /* Fails a call whose resolution was not lossless. */
 void lr_call_reject_lossy(lr_call *call);
 
-/* Called with each log entry as it arrives (before the ledger cuts). */
+/* Called with each log entry as it arrives, in emission order, while the
+ * run is in flight (before the host's ledger cuts; the runner may already
+ * have cut an entry that overflows maxOutputBytes). */
 typedef void (*lr_log_fn)(void *ud, const char *text, size_t len);
-/* Called exactly once with the result; the run is freed when it returns. */
+/* Called exactly once with the result, after the run's sandbox is gone (no
+ * process of the run is left); the run is freed when it returns. */
 typedef void (*lr_done_fn)(void *ud, const lr_result *result);
 
 typedef struct lr_run_options {
@@ -227,24 +268,39 @@ typedef struct lr_run_options {
   void *ud;
 } lr_run_options;
 
-/* Starts one run of program[0..len) (TypeScript). The completion callback is
- * never called from inside this function. */
+/* Starts one run of program[0..len) (TypeScript; copied). *out (out may be
+ * NULL) is valid until on_done returns. The completion callback is never
+ * called from inside this function. Misuse: no on_done, a config that
+ * breaks a rule, a namespace to make visible that the runtime lacks, a
+ * runtime being disposed. Runs of one runtime are independent: each has its
+ * own sandbox, limits and visible namespaces. */
 int lr_run_start(lr_runtime *rt, const char *program, size_t len,
                  const lr_run_options *opts, lr_run **out, char *err);
 
-/* Aborts a run: it resolves with kind "abort" once its sandbox is gone. */
+/* Aborts a run in flight: it resolves with kind "abort" (message "the run
+ * was aborted") once its sandbox is gone; calls its bindings hold are
+ * cancelled (their cancel callbacks run from inside this function). Does
+ * nothing if the run already settled; do not call it after on_done returned
+ * (the run is freed). */
 void lr_run_abort(lr_run *run);
 
-/* The run's figures so far. */
+/* The run's figures so far (output_bytes: the logs kept so far). */
 lr_stats lr_run_stats(const lr_run *run);
 
 /* The run's id (unique within the runtime, from 1). */
 uint64_t lr_run_id(const lr_run *run);
 
-/* Disposes the runtime: aborts every run in flight, waits for their
- * sandboxes to be gone (their completion callbacks are called), stops the
- * strip helper, removes the installed files, and then calls on_disposed
- * (may be NULL). The runtime is freed after on_disposed returns. */
+/* Disposes the runtime: aborts every run in flight (kind "abort", message
+ * "the runtime was disposed"; calls their bindings hold are cancelled),
+ * waits for their sandboxes to be gone (each completion callback is called,
+ * all before on_disposed), stops the strip helper, releases the namespaces
+ * (free_ud), closes the bindings files' Lua state, removes the installed
+ * files, and then calls on_disposed (may be NULL). Only the cancel callbacks
+ * are called from inside this function; completion callbacks and
+ * on_disposed come on later turns of the loop. Until on_disposed,
+ * lr_run_start and lr_runtime_add_namespace refuse (misuse) and another
+ * lr_runtime_dispose does nothing; the runtime is freed before on_disposed
+ * runs. */
 void lr_runtime_dispose(lr_runtime *rt, void (*on_disposed)(void *ud), void *ud);
 
 #ifdef __cplusplus
