@@ -36,6 +36,7 @@ struct lr_lua {
   bool owned;           /* made by lr_lua_new: lr_lua_close closes the state */
   bool closed;          /* the state is closing or closed */
   int refs;             /* the state's anchor, namespaces, runs in flight */
+  int disposals;        /* runtimes being disposed */
   lr_lua_call *running; /* the call whose coroutine runs now */
   lr_lua_call *calls;   /* every call in flight */
   uint64_t next_serial;
@@ -84,6 +85,8 @@ void lr__lua_release(lr_lua *lua) {
 }
 
 bool lr__lua_closed(const lr_lua *lua) { return lua->closed; }
+void lr__lua_disposal_begin(lr_lua *lua) { lua->disposals++; }
+void lr__lua_disposal_end(lr_lua *lua) { lua->disposals--; }
 lua_State *lr__lua_state(const lr_lua *lua) { return lua->L; }
 uv_loop_t *lr__lua_loop(const lr_lua *lua) { return lua->loop; }
 
@@ -288,9 +291,21 @@ static int lr__wait(lua_State *L) {
   return lua_yield(L, 0);
 }
 
+static void lr__push_busy_message(lua_State *L, lr_lua_call *lc) {
+  size_t mlen;
+  const char *member = lr_call_member(lc->call, &mlen);
+  lua_pushfstring(L, "binding \"%s.%s\" ran for more than %d ms without waiting", lr_call_global(lc->call), member,
+                  (int)(lc->busy_ns / 1000000));
+}
+
 /* The instruction-count hook: a handler that runs longer than its busy
- * budget without waiting is stopped. Once over, the hook fires on every
- * instruction, so a pcall inside the handler cannot swallow the error. */
+ * budget without waiting is stopped. Where it can, the hook yields the
+ * coroutine for good (lr__call_resume then rejects the call): no code of
+ * the handler runs after that, not a pcall's continuation nor an xpcall's
+ * message handler (which would run with hooks off, as the error would be
+ * raised inside this hook). Where a yield is impossible (inside a C
+ * function's callback: a sort comparator, a gsub function...) it raises,
+ * and keeps firing on every instruction, so a pcall cannot swallow it. */
 static void lr__busy_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   lr_lua *lua = lr__lua_of(L);
@@ -302,10 +317,12 @@ static void lr__busy_hook(lua_State *L, lua_Debug *ar) {
     lua_sethook(lc->co, lr__busy_hook, LUA_MASKCOUNT, 1);
   }
   lua_sethook(L, lr__busy_hook, LUA_MASKCOUNT, 1);
-  size_t mlen;
-  const char *member = lr_call_member(lc->call, &mlen);
-  luaL_error(L, "binding \"%s.%s\" ran for more than %d ms without waiting", lr_call_global(lc->call), member,
-             (int)(lc->busy_ns / 1000000));
+  if (lua_isyieldable(L)) {
+    lua_yield(L, 0); /* a hook that yields returns right after */
+    return;
+  }
+  lr__push_busy_message(L, lc);
+  lua_error(L);
 }
 
 void lr__lua_open_helpers(lua_State *L) {
@@ -348,6 +365,13 @@ static int lr__anchor_gc(lua_State *L) {
   if (!lua) return 0;
   *slot = NULL;
   lua->closed = true;
+  /* A Lua program that exits without disposing its runtimes: their __gc
+   * (run before this one, as they were made after it) started disposal;
+   * finish it now, while the loop and luv still exist. Nothing calls into
+   * Lua any more (closed is set). */
+  if (!lua->owned)
+    while (lua->disposals > 0 && uv_run(lua->loop, UV_RUN_ONCE)) {
+    }
   lr__lua_release(lua);
   return 0;
 }
@@ -504,8 +528,16 @@ static void lr__call_resume(lr_lua_call *lc, int nargs) {
   if (status == LUA_YIELD) {
     lua_pop(co, nres);
     if (lc->waiting) return;
-    static const char msg[] = "the binding yielded outside lunarun.wait; nothing can resume it";
-    lr_call_reject(lc->call, msg, sizeof msg - 1);
+    if (lc->busy_exceeded) {
+      /* Stopped by the busy hook: the coroutine is never resumed. */
+      lr__push_busy_message(co, lc);
+      size_t len;
+      const char *msg = lua_tolstring(co, -1, &len);
+      lr_call_reject(lc->call, msg, len);
+    } else {
+      static const char msg[] = "the binding yielded outside lunarun.wait; nothing can resume it";
+      lr_call_reject(lc->call, msg, sizeof msg - 1);
+    }
   } else if (status == LUA_OK) {
     lr_json value;
     char err[LR_ERR_MAX];

@@ -30,6 +30,12 @@ lr_lua *lr__lua_get(lua_State *L);
 void lr__lua_retain(lr_lua *lua);
 void lr__lua_release(lr_lua *lua);
 
+/* A runtime of the state is being disposed / is gone. When a caller's state
+ * (the Lua module) closes with disposals still under way, the loop is run
+ * until they end: a runtime's processes and handles must not outlive it. */
+void lr__lua_disposal_begin(lr_lua *lua);
+void lr__lua_disposal_end(lr_lua *lua);
+
 /* True once the state is closing: no Lua may be touched any more. */
 bool lr__lua_closed(const lr_lua *lua);
 

@@ -301,6 +301,7 @@ static void lr__rt_disposed(void *ud) {
   lr_lua_rt *lrt = ud;
   lrt->rt = NULL;
   lr_lua *lua = lrt->lua;
+  lr__lua_disposal_end(lua);
   int ref = lrt->done_ref;
   bool is_thread = lrt->done_is_thread;
   lrt->done_ref = LUA_NOREF;
@@ -331,6 +332,7 @@ static int lr__rt_dispose(lua_State *L) {
   lrt->done_ref = LUA_NOREF;
   if (has_cb || wait) lr__take_continuation(L, has_cb ? 2 : 0, &lrt->done_ref, &lrt->done_is_thread, "dispose");
   lrt->disposing = true;
+  lr__lua_disposal_begin(lrt->lua);
   lr_runtime_dispose(lrt->rt, lr__rt_disposed, lrt);
   return wait ? lua_yield(L, 0) : 0;
 }
@@ -343,6 +345,7 @@ static int lr__rt_gc(lua_State *L) {
   lrt->orphaned = true;
   if (lrt->rt && !lrt->disposing) {
     lrt->disposing = true;
+    lr__lua_disposal_begin(lrt->lua);
     lr_runtime_dispose(lrt->rt, lr__rt_disposed, lrt);
   } else if (!lrt->rt) {
     lr__lua_release(lrt->lua);

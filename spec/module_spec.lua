@@ -375,7 +375,19 @@ emit("END", "ok")
   -- Known core bug: a script that ran a program and exits without
   -- rt:dispose() dies with SIGSEGV in luv's loop __gc, which closes the
   -- runtime's own handles (the strip helper's) with luv's close callback.
-  pending("exits cleanly when a runtime that ran a program is never disposed")
+  it("exits cleanly when a runtime that ran a program is never disposed", function()
+    -- The runtime's __gc at exit starts its disposal and the closing state
+    -- turns the loop until it ends: no crash, no process, no folder left.
+    local r = lua_run([[
+local rt = lunarun.runtime()
+rt:run("return 1 + 1", function(res) emit("value", res.value); uv.stop() end)
+uv.run()
+emit("exiting", true)
+]])
+    assert_clean(r)
+    assert.are.same({ "2" }, r.lines.value)
+    assert.are.same({ "true" }, r.lines.exiting)
+  end)
 
   it("runs examples/embed.lua as the README shows it", function()
     local out, err = h.tmpfile(), h.tmpfile()
