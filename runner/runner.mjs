@@ -21,6 +21,7 @@ import { Writable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { fileURLToPath } from 'node:url';
 import * as util from 'node:util';
+import { performance as ownPerformance } from 'node:perf_hooks';
 import vm from 'node:vm';
 import {
   MessageChannel, MessagePort, Worker, isMainThread, receiveMessageOnPort, workerData,
@@ -1104,6 +1105,7 @@ function controllerMain() {
   let port = null;
   let terminalSent = false;
   let pollTimer = null;
+  let startupActive = 0; // the worker's busy time before the program started
   let workerError = null;
   let exitNote = null;
   let boot = null;
@@ -1149,7 +1151,7 @@ function controllerMain() {
     try {
       if (worker) active = worker.performance.eventLoopUtilization().active;
     } catch {}
-    send({ type: 'stats', computeMs: Math.round(active) });
+    send({ type: 'stats', computeMs: Math.max(0, Math.round(active - startupActive)) });
     if (typeof cost === 'number') send({ type: 'cost', cost });
     send(msg);
     flush();
@@ -1182,6 +1184,9 @@ function controllerMain() {
         break;
       case 'exit':
         exitNote = { code: m[1], requested: m[2] };
+        break;
+      case 'started':
+        if (typeof m[1] === 'number' && m[1] >= 0) startupActive = m[1];
         break;
       default:
         break;
@@ -1242,7 +1247,7 @@ function controllerMain() {
       } catch {
         return;
       }
-      if (active > budget) {
+      if (active - startupActive > budget) {
         sendTerminal({ type: 'done', error: { kind: 'timeout', message: `compute budget of ${budget} ms spent` } });
         worker.terminate();
       }
@@ -1289,6 +1294,9 @@ function controllerMain() {
 
 // ---------------------------------------------------------------------------
 // Worker.
+
+// Captured before any program runs (a program may rewrite `performance`).
+const ownEventLoopUtilization = ownPerformance.eventLoopUtilization.bind(ownPerformance);
 
 function workerMain() {
   const data = workerData;
@@ -1654,6 +1662,9 @@ function workerMain() {
   // Started from a promise job, so that the program's stack traces hold no
   // module-loading frames below its own.
   function start() {
+    // The worker's own start-up is not the program's: the controller counts
+    // the compute budget from here.
+    post(['started', ownEventLoopUtilization().active]);
     let p;
     try {
       p = ReflectApply(fn, undefined, paramValues);
