@@ -67,6 +67,7 @@ struct lr_lua_call {
   int cancel_ref;       /* what the current wait returned to cancel it */
   int early_ref;        /* values `done` got before the wait yielded */
   bool waiting, in_starter, early, busy_exceeded;
+  bool ending;          /* running its cancel function or after hook: no waiting */
   uint64_t slice_start, busy_ns;
   lr_lua_call *next, *prev;
 };
@@ -267,6 +268,7 @@ static int lr__wait(lua_State *L) {
     if (lc) return luaL_error(L, "lunarun.wait must be called from the binding handler's own coroutine");
     return lr__plain_wait(L);
   }
+  if (lc->ending) return luaL_error(L, "lunarun.wait cannot be used once the call is over (cancel functions, after hooks)");
   lc->wait_token++;
   lc->early = false;
   lua_pushinteger(L, (lua_Integer)lc->serial);
@@ -514,6 +516,52 @@ static void lr__reject_with_error(lua_State *co, lr_call *call) {
   lr_call_reject(call, msg, len);
 }
 
+/* Runs the function under nargs values at the top of the main thread (which
+ * pops them) in a coroutine of its own, under the call's busy budget like the
+ * handler: a wait's cancel function or an after hook that loops cannot hang
+ * the host. It cannot wait. Failures are reported on stderr as `what`. */
+static void lr__call_guarded(lr_lua_call *lc, int nargs, const char *what) {
+  lr_lua *lua = lc->lua;
+  lua_State *L = lua->L;
+  lua_State *co = lua_newthread(L);
+  lua_insert(L, -(nargs + 2));
+  lua_xmove(L, co, nargs + 1);
+  lua_sethook(co, lr__busy_hook, LUA_MASKCOUNT, 1000);
+  lua_State *handler_co = lc->co;
+  lr_lua_call *outer = lua->running;
+  lc->co = co;
+  lc->ending = true;
+  lc->busy_exceeded = false;
+  lc->slice_start = uv_hrtime();
+  lua->running = lc;
+  int nres = 0;
+  int status = lua_resume(co, L, nargs, &nres);
+  lua->running = outer;
+  if (status == LUA_YIELD && lc->busy_exceeded) {
+    lr__push_busy_message(co, lc);
+    fprintf(stderr, "lunarun: %s was stopped: %s\n", what, lua_tostring(co, -1));
+  } else if (status == LUA_YIELD) {
+    fprintf(stderr, "lunarun: %s yielded; it was dropped\n", what);
+  } else if (status != LUA_OK) {
+    const char *msg = lua_tostring(co, -1);
+    fprintf(stderr, "lunarun: %s failed: %s\n", what, msg ? msg : "(the error is not a string)");
+  }
+  lc->co = handler_co;
+  lua_pop(L, 1); /* the thread */
+}
+
+/* The after hook of a call whose handler did not finish: loader.cancelled. */
+static void lr__call_after_cancelled(lr_lua_call *lc, const char *reason, size_t len) {
+  lua_State *L = lc->lua->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lc->lua->loader_ref);
+  lua_getfield(L, -1, "cancelled");
+  lua_remove(L, -2);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lc->member_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lc->info_ref);
+  lua_pushlstring(L, reason, len);
+  lr__call_guarded(lc, 3, "an after hook");
+}
+
 /* Resumes the call's coroutine with nargs values on its stack, and
  * completes the call when the coroutine ends. */
 static void lr__call_resume(lr_lua_call *lc, int nargs) {
@@ -528,16 +576,19 @@ static void lr__call_resume(lr_lua_call *lc, int nargs) {
   if (status == LUA_YIELD) {
     lua_pop(co, nres);
     if (lc->waiting) return;
+    /* Stopped by the busy hook, or a yield of its own: the coroutine is
+     * never resumed. The after hook hears of it, then the program. */
+    size_t len;
+    const char *msg;
     if (lc->busy_exceeded) {
-      /* Stopped by the busy hook: the coroutine is never resumed. */
       lr__push_busy_message(co, lc);
-      size_t len;
-      const char *msg = lua_tolstring(co, -1, &len);
-      lr_call_reject(lc->call, msg, len);
+      msg = lua_tolstring(co, -1, &len);
     } else {
-      static const char msg[] = "the binding yielded outside lunarun.wait; nothing can resume it";
-      lr_call_reject(lc->call, msg, sizeof msg - 1);
+      lua_pushliteral(co, "the binding yielded outside lunarun.wait; nothing can resume it");
+      msg = lua_tolstring(co, -1, &len);
     }
+    lr__call_after_cancelled(lc, msg, len);
+    lr_call_reject(lc->call, msg, len);
   } else if (status == LUA_OK) {
     lr_json value;
     char err[LR_ERR_MAX];
@@ -622,16 +673,10 @@ static void lr__lua_cancel(void *ud, lr_call *call) {
   int top = lua_gettop(L);
   if (lc->cancel_ref != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, lc->cancel_ref);
-    if (lr__lua_pcall(L, 0, 0) != LUA_OK)
-      fprintf(stderr, "lunarun: a wait's cancel function failed: %s\n", lua_tostring(L, -1));
+    lr__call_guarded(lc, 0, "a wait's cancel function");
   }
-  lua_settop(L, top);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ns->lua->loader_ref);
-  lua_getfield(L, -1, "cancelled");
-  lua_rawgeti(L, LUA_REGISTRYINDEX, lc->member_ref);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, lc->info_ref);
-  lua_pushliteral(L, "the call was cancelled");
-  lr__lua_pcall(L, 3, 0);
+  static const char reason[] = "the call was cancelled";
+  lr__call_after_cancelled(lc, reason, sizeof reason - 1);
   lua_settop(L, top);
   lr_call_reject(call, "cancelled", 9); /* sends nothing now; frees the call */
   lr__call_free(lc);

@@ -131,8 +131,8 @@ static void lr__on_call(lr_run *run, lr_json *msg) {
   if (!run->call_counts[ns->index]) run->call_counts[ns->index] = lr__xcalloc(ns->nmembers, sizeof(uint64_t));
   if (limit && ++run->call_counts[ns->index][member] > limit) {
     char msg[256];
-    snprintf(msg, sizeof msg, "binding \"%s.%.*s\" may be called at most %" PRIu64 " times per run",
-             ns->global, (int)(name->len > 100 ? 100 : name->len), name->u.str, limit);
+    snprintf(msg, sizeof msg, "binding \"%s.%.*s\" may be called at most %" PRIu64 " time%s per run",
+             ns->global, (int)(name->len > 100 ? 100 : name->len), name->u.str, limit, limit == 1 ? "" : "s");
     lr__json_free(&value);
     lr__reply_error(run, call_id, msg);
     return;
