@@ -22,6 +22,7 @@ static void lr__on_timer_closed(uv_handle_t *h) { free(h); }
 
 static void lr__call_free(lr_call *call) {
   if (call->timer) uv_close((uv_handle_t *)call->timer, lr__on_timer_closed);
+  free(call->cancel_reason);
   lr__json_free(&call->args);
   free(call->args_json);
   free(call);
@@ -69,6 +70,7 @@ static void lr__on_timeout(uv_timer_t *t) {
                    (int)(mlen > 100 ? 100 : mlen), member, call->ns->policies[call->member].timeout_ms);
   lr__release(call);
   lr__send_error(run, call->id, msg, (size_t)n);
+  call->cancel_reason = lr__xstrdup(msg);
   if (call->ns->cancel) call->ns->cancel(call->ns->ud, call);
   lr__pump(run);
 }
@@ -136,6 +138,7 @@ void lr__call_detach_all(lr_run *run) {
     lr__unlink(&run->calls, NULL, c);
     c->run = NULL;
     if (c->timer) uv_timer_stop(c->timer);
+    c->cancel_reason = lr__xstrdup("the run ended before the call did");
     if (c->ns->cancel) c->ns->cancel(c->ns->ud, c);
   }
   run->active_readers = 0;
@@ -225,3 +228,4 @@ uint64_t lr_call_id(const lr_call *call) { return call->id; }
 size_t lr_call_member_index(const lr_call *call) { return call->member; }
 void lr_call_set_user(lr_call *call, void *user) { call->user = user; }
 void *lr_call_user(const lr_call *call) { return call->user; }
+const char *lr_call_cancel_reason(const lr_call *call) { return call->cancel_reason; }

@@ -675,8 +675,9 @@ static void lr__lua_cancel(void *ud, lr_call *call) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, lc->cancel_ref);
     lr__call_guarded(lc, 0, "a wait's cancel function");
   }
-  static const char reason[] = "the call was cancelled";
-  lr__call_after_cancelled(lc, reason, sizeof reason - 1);
+  const char *reason = lr_call_cancel_reason(call);
+  if (!reason) reason = "the call was cancelled";
+  lr__call_after_cancelled(lc, reason, strlen(reason));
   lua_settop(L, top);
   lr_call_reject(call, "cancelled", 9); /* sends nothing now; frees the call */
   lr__call_free(lc);

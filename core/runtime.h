@@ -66,6 +66,7 @@ struct lr_call {
   size_t args_json_len;
   uv_timer_t *timer; /* the policy timeout, when there is one */
   void *user;        /* the handler's */
+  char *cancel_reason; /* why the engine gave up on the call, once it has */
   lr_call *next, *prev; /* in run->queue (waiting) or run->calls (dispatched) */
 };
 

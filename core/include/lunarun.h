@@ -233,6 +233,10 @@ uint64_t lr_call_run_id(const lr_call *call);
 uint64_t lr_call_id(const lr_call *call);
 /* The member's index in the lr_namespace_def's members array. */
 size_t lr_call_member_index(const lr_call *call);
+/* Why the engine gave up on a call (in a cancel callback: "binding
+ * \"ns.f\" timed out after N ms", "the run ended before the call did");
+ * NULL before. Owned by the call. */
+const char *lr_call_cancel_reason(const lr_call *call);
 /* One pointer of the handler's own, carried by the call. */
 void lr_call_set_user(lr_call *call, void *user);
 void *lr_call_user(const lr_call *call);
