@@ -68,14 +68,8 @@ local function approx_size(v)
   return size
 end
 
-local function byte_less(a, b)
-  local n = math.min(#a, #b)
-  for i = 1, n do
-    local x, y = a:byte(i), b:byte(i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
+-- Sorting by bytes, whatever the locale.
+local byte_less = require("lunarun.schema").byte_less
 
 local key_arg = { type = "string", description = "1 to " .. MAX_KEY_BYTES .. " bytes." }
 

@@ -10,6 +10,14 @@ M.root = here .. "../"
 M.bin = os.getenv("LUNARUN_BIN") or (M.root .. "build/lunarun")
 M.fixtures = here .. "fixtures/"
 
+-- Absolute paths, for commands that run in another folder.
+function M.abspath(p)
+  local f = io.popen("cd " .. M.q(p) .. " && pwd")
+  local s = f:read("l")
+  f:close()
+  return s
+end
+
 local function shell_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
@@ -108,6 +116,11 @@ end
 function M.assert_clean(pattern)
   luassert.are.same({}, M.leftovers(pattern))
 end
+
+-- Where things are, absolute: the source tree, the build, the Lua module.
+M.root_abs = M.abspath(M.root)
+M.build_dir = M.abspath(M.bin:match("^(.*)/[^/]*$") or ".")
+M.cpath = M.build_dir .. "/lua/?.so;;"
 
 M.json = json
 return M

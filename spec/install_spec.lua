@@ -6,15 +6,8 @@
 local h = require("spec.helper")
 local json = h.json
 
-local function abspath(p)
-  local f = io.popen("cd " .. h.q(p) .. " && pwd")
-  local s = f:read("l")
-  f:close()
-  return s
-end
-
-local root = abspath(h.root)
-local build = (os.getenv("LUNARUN_BIN") or (root .. "/build/lunarun")):match("^(.*)/[^/]*$")
+local root = h.root_abs
+local build = h.build_dir
 
 -- Runs a shell command line in root with TMPDIR set to the spec's folder;
 -- returns {code, stdout, stderr}.

@@ -5,16 +5,9 @@
 local h = require("spec.helper")
 local json = h.json
 
-local function abspath(p)
-  local f = io.popen("cd " .. h.q(p) .. " && pwd")
-  local s = f:read("l")
-  f:close()
-  return s
-end
-
-local root = abspath(h.root)
-local build = (os.getenv("LUNARUN_BIN") or (root .. "/build/lunarun")):match("^(.*)/[^/]*$")
-local cpath = build .. "/lua/?.so;;"
+local root = h.root_abs
+local build = h.build_dir
+local cpath = h.cpath
 
 -- What every script starts with: the module, luv, and emit(tag, value)
 -- (a string as it is, anything else as JSON).
