@@ -89,6 +89,8 @@ static int lr__parse_args(lr_cli *cli, int argc, char **argv) {
       cli->json = 1;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       fputs(lr__usage, stdout);
+      free(cli->bindings);
+      free(cli->sets);
       exit(LR_EXIT_OK);
     } else {
       return lr__misuse("unknown option \"%s\" (see lunarun --help)", a);
@@ -169,7 +171,11 @@ static void lr__on_signal(uv_signal_t *s, int signum) {
 int main(int argc, char **argv) {
   lr_cli cli = {0};
   int rc = lr__parse_args(&cli, argc, argv);
-  if (rc) return rc;
+  if (rc) {
+    free(cli.bindings);
+    free(cli.sets);
+    return rc;
+  }
   char err[LR_ERR_MAX];
   lr_config cfg;
   lr_config_init(&cfg);

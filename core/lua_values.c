@@ -182,7 +182,7 @@ static int lr__classify(lua_State *L, int idx, int array_idx, lr_json *node, cha
   }
   /* Keys sorted by bytes: the order of a Lua table is arbitrary. The pairs
    * are (key, null) now, so sorting pairs by key is sorting keys. */
-  qsort(node->u.items, nstr, 2 * sizeof(lr_json), lr__key_cmp);
+  if (nstr > 1) qsort(node->u.items, nstr, 2 * sizeof(lr_json), lr__key_cmp);
   return 0;
 }
 
