@@ -117,6 +117,19 @@ function M.assert_clean(pattern)
   luassert.are.same({}, M.leftovers(pattern))
 end
 
+-- The runtime folders (lunarun-XXXXXX) left in this process's folder; every
+-- runtime removes its own when it is disposed. (The specs' own temporary
+-- files there are named lunarun-spec-*.)
+function M.runtime_folders()
+  local p = io.popen("ls -A " .. M.q(tmpdir))
+  local left = {}
+  for name in p:lines() do
+    if name:match("^lunarun%-") and not name:match("^lunarun%-spec%-") then left[#left + 1] = name end
+  end
+  p:close()
+  return left
+end
+
 -- Where things are, absolute: the source tree, the build, the Lua module.
 M.root_abs = M.abspath(M.root)
 M.build_dir = M.abspath(M.bin:match("^(.*)/[^/]*$") or ".")

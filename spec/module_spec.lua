@@ -54,21 +54,9 @@ local function decode(s)
   return json.decode(s, 1, json.null)
 end
 
--- The runtimes' folders left in our TMPDIR (the spec's own temp files are
--- named lunarun-spec-*).
-local function runtime_folders()
-  local p = io.popen("ls -A " .. h.q(h.tmpdir))
-  local left = {}
-  for name in p:lines() do
-    if name:match("^lunarun%-") and not name:match("^lunarun%-spec%-") then left[#left + 1] = name end
-  end
-  p:close()
-  return left
-end
-
 local function assert_clean(r)
   h.assert_clean()
-  assert.are.same({}, runtime_folders())
+  assert.are.same({}, h.runtime_folders())
   assert.are.equal(0, r.code, r.stdout .. r.stderr)
 end
 

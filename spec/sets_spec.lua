@@ -19,14 +19,8 @@ local ENV_VARS = { "LUNARUN_HTTP_ALLOW", "LUNARUN_HTTP_MAX_BYTES", "LUNARUN_HTTP
 -- This file's runs put their runtimes (runtimeRoot defaults to $TMPDIR) in a
 -- folder of their own, so the leftover check sees only this file's processes,
 -- not those of other specs running at the same time.
-local RUNTIMES = (function()
-  local p = io.popen("mktemp -d \"${TMPDIR:-/tmp}/lunarun-sets-XXXXXX\"")
-  local dir = p:read("l")
-  p:close()
-  assert(dir and dir:match("^[%w/._-]+$"), "mktemp failed")
-  return dir
-end)()
-local LEFTOVERS = RUNTIMES:gsub("%.", "\\.") .. "/lunarun-[A-Za-z0-9]+/(runner|strip)\\.mjs"
+-- The spec helper's folder: every CLI run installs its runtime there.
+local RUNTIMES = h.tmpdir
 
 -- Runs `lunarun <args>` with env (name -> value) in front; returns
 -- {code, stdout, stderr}.
@@ -79,12 +73,12 @@ end
 local CATCH = "catch (e: any) { return [e.name, e.op, e.message]; }"
 
 after_each(function()
-  h.assert_clean(LEFTOVERS)
+  h.assert_clean()
 end)
 
 teardown(function()
-  -- Every runtime removes its own folder: the root is empty again.
-  assert.is_true(os.remove(RUNTIMES), "runtime folders left in " .. RUNTIMES)
+  -- Every runtime removes its own folder.
+  assert.are.same({}, h.runtime_folders())
 end)
 
 describe("bindings/clock.lua", function()
