@@ -78,6 +78,12 @@ describe("the output ledger", function()
     assert.are.equal("output-limit", r.result.error.kind)
   end)
 
+  it("ends a flood written to the native stdout promptly with output-limit", function()
+    local r = run('const fs = process.getBuiltinModule("fs"); for (;;) fs.writeSync(1, "x".repeat(100000));', 1000000)
+    assert.are.equal("output-limit", r.result.error.kind)
+    assert.is_true(r.result.stats.outputBytes <= 1000000)
+  end)
+
   it("turns a failure whose message does not fit into output-limit", function()
     local r = run('throw "' .. string.rep("m", 100) .. '"', 50)
     assert.are.equal("output-limit", r.result.error.kind)
