@@ -69,6 +69,8 @@ struct lr_lua_call {
   bool waiting, in_starter, early, busy_exceeded;
   bool ending;          /* running its cancel function or after hook: no waiting */
   uint64_t slice_start, busy_ns;
+  const char *global, *member; /* for messages; owned by the namespace */
+  size_t member_len;
   lr_lua_call *next, *prev;
 };
 
@@ -294,9 +296,7 @@ static int lr__wait(lua_State *L) {
 }
 
 static void lr__push_busy_message(lua_State *L, lr_lua_call *lc) {
-  size_t mlen;
-  const char *member = lr_call_member(lc->call, &mlen);
-  lua_pushfstring(L, "binding \"%s.%s\" ran for more than %d ms without waiting", lr_call_global(lc->call), member,
+  lua_pushfstring(L, "binding \"%s.%s\" ran for more than %d ms without waiting", lc->global, lc->member,
                   (int)(lc->busy_ns / 1000000));
 }
 
@@ -619,6 +619,8 @@ static void lr__lua_call(void *ud, lr_call *call) {
   lc->lua = lua;
   lc->ns = ns;
   lc->call = call;
+  lc->global = lr_call_global(call);
+  lc->member = lr_call_member(call, &lc->member_len);
   lc->serial = ++lua->next_serial;
   lc->cancel_ref = lc->early_ref = LUA_NOREF;
   lc->busy_ns = ns->busy_ns[index];
@@ -681,6 +683,47 @@ static void lr__lua_cancel(void *ud, lr_call *call) {
   lua_settop(L, top);
   lr_call_reject(call, "cancelled", 9); /* sends nothing now; frees the call */
   lr__call_free(lc);
+}
+
+/* A call of this namespace the engine refused (maxCalls, lossy arguments):
+ * the after hook hears of it, as `refused`. It runs guarded like a cancelled
+ * call's hook, under the member's busy budget. */
+static void lr__lua_refused(void *ud, const lr_call_refusal *r) {
+  lr_lua_namespace *ns = ud;
+  lr_lua *lua = ns->lua;
+  if (lua->closed) return;
+  lua_State *L = lua->L;
+  int top = lua_gettop(L);
+  lr_lua_call pseudo = {.lua = lua, .ns = ns, .busy_ns = ns->busy_ns[r->member]};
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lua->loader_ref);
+  lua_getfield(L, -1, "refused");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ns->ns_ref);
+  lua_getfield(L, -1, "members");
+  lua_rawgeti(L, -1, (lua_Integer)r->member + 1);
+  lua_getfield(L, -1, "global");
+  pseudo.global = lua_tostring(L, -1);
+  lua_getfield(L, -2, "name");
+  pseudo.member = lua_tolstring(L, -1, &pseudo.member_len);
+  int member_idx = lua_gettop(L) - 2;
+  /* loader.refused(member, info, message) */
+  lua_pushvalue(L, top + 2);
+  lua_pushvalue(L, member_idx);
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, pseudo.global);
+  lua_setfield(L, -2, "namespace");
+  lua_pushlstring(L, pseudo.member, pseudo.member_len);
+  lua_setfield(L, -2, "name");
+  lua_pushinteger(L, (lua_Integer)r->run_id);
+  lua_setfield(L, -2, "run");
+  lua_pushinteger(L, (lua_Integer)r->call_id);
+  lua_setfield(L, -2, "id");
+  if (r->args) {
+    lr__lua_push_json(L, r->args);
+    lua_setfield(L, -2, "args");
+  }
+  lua_pushstring(L, r->message);
+  lr__call_guarded(&pseudo, 3, "an after hook");
+  lua_settop(L, top);
 }
 
 static void lr__lua_namespace_free(void *ud) {
@@ -789,6 +832,7 @@ static void lr__namespace_def(lua_State *L, int t, lr_namespace_def *def, uint64
   def->policies = policies;
   def->call = lr__lua_call;
   def->cancel = lr__lua_cancel;
+  def->refused = lr__lua_refused;
   def->free_ud = lr__lua_namespace_free;
 }
 

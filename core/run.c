@@ -84,6 +84,15 @@ static void lr__run_add_log(lr_run *run, const char *text, size_t len) {
     lr__run_settle(run, LR_OUTPUT_LIMIT, NULL, 0);
 }
 
+/* Tells the namespace about a call it will never see (audit, metrics). */
+static void lr__tell_refused(lr_run *run, const lr_namespace *ns, size_t member, uint64_t call_id,
+                             const lr_json *args, const char *message) {
+  if (!ns->refused || run->state != LR_RUN_RUNNING) return;
+  lr_call_refusal r = {
+      .run_id = run->id, .call_id = call_id, .member = member, .args = args, .message = message};
+  ns->refused(ns->ud, &r);
+}
+
 static bool lr__safe_id(const lr_json *v) {
   return v && v->type == LR_JNUMBER && v->u.num >= 1 && v->u.num <= LR_MAX_SAFE_INTEGER &&
          (double)(uint64_t)v->u.num == v->u.num;
@@ -124,7 +133,9 @@ static void lr__on_call(lr_run *run, lr_json *msg) {
   lr_json value;
   char err[LR_ERR_MAX];
   if (lr__wire_decode(args, &value, err) != 0) {
-    lr__reply_error(run, call_id, "binding arguments must be lossless JSON");
+    static const char lossy[] = "binding arguments must be lossless JSON";
+    lr__reply_error(run, call_id, lossy);
+    lr__tell_refused(run, ns, member, call_id, NULL, lossy);
     return;
   }
   uint64_t limit = ns->policies[member].max_calls;
@@ -133,8 +144,9 @@ static void lr__on_call(lr_run *run, lr_json *msg) {
     char msg[256];
     snprintf(msg, sizeof msg, "binding \"%s.%.*s\" may be called at most %" PRIu64 " time%s per run",
              ns->global, (int)(name->len > 100 ? 100 : name->len), name->u.str, limit, limit == 1 ? "" : "s");
-    lr__json_free(&value);
     lr__reply_error(run, call_id, msg);
+    lr__tell_refused(run, ns, member, call_id, &value, msg);
+    lr__json_free(&value);
     return;
   }
   lr__call_submit(run, ns, member, call_id, &value);

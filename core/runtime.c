@@ -224,6 +224,7 @@ int lr_runtime_add_namespace(lr_runtime *rt, const lr_namespace_def *def, char *
   if (def->policies) memcpy(ns->policies, def->policies, def->nmembers * sizeof *ns->policies);
   ns->call = def->call;
   ns->cancel = def->cancel;
+  ns->refused = def->refused;
   ns->ud = def->ud;
   ns->free_ud = def->free_ud;
   return 0;

@@ -22,6 +22,7 @@ typedef struct lr_namespace {
   size_t index;               /* in rt->namespaces */
   lr_binding_fn call;
   lr_binding_cancel_fn cancel;
+  lr_binding_refused_fn refused;
   void *ud;
   lr_namespace_free_fn free_ud;
 } lr_namespace;

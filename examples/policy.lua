@@ -19,7 +19,7 @@ return {
   -- Defaults for every function below; each may override them.
   policy = { timeoutMs = 1000, maxBusyMs = 200 },
 
-  -- Audit: one line on stderr per call that reaches a handler.
+  -- Audit: one line on stderr per call (refused ones too).
   hooks = {
     after = function(call, outcome)
       io.stderr:write(string.format("audit run=%d call=%d %s.%s %s %.1fms\n", call.run, call.id,

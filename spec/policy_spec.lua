@@ -175,6 +175,22 @@ out({ a.value, b.value })]], POLICY))
   end)
 end)
 
+describe("refused calls", function()
+  it("reach the after hook marked refused (over maxCalls)", function()
+    local v = value(SETTLE .. [[
+const out = [await settle(limits.twice(null)), await settle(limits.twice(null)), await settle(limits.twice(null)),
+  await settle(limits.echo(NaN as any))];
+return [out, (await probe.audit(null)).filter((a: any) => a.refused).map((a: any) => [a.name, a.ok, a.message])];]])
+    local limit = 'binding "limits.twice" may be called at most 2 times per run'
+    local lossy = "binding arguments must be lossless JSON"
+    assert.are.same({ "err", limit }, v[1][3])
+    assert.are.same({ "err", lossy }, v[1][4])
+    -- Arguments that are not lossless are refused inside the sandbox, before
+    -- any frame: the host never hears of that call.
+    assert.are.same({ { "twice", false, limit } }, v[2])
+  end)
+end)
+
 describe("declared arguments", function()
   it("are checked before the handler runs, with a message that names the path", function()
     local v = value(SETTLE .. [[
@@ -183,7 +199,8 @@ const cases: any[] = [{ key: 1 }, {}, { key: "a", n: 1.5 }, { key: "a", tags: ["
 const out = [];
 for (const c of cases) out.push(await settle(limits.typed(c)));
 out.push(await settle(limits.typed({ key: "fine", n: 3, tags: ["t"], opt: { deep: true }, mode: "safe" })));
-return [out, await probe.counts(null), (await probe.audit(null)).map((a: any) => a.hook + " " + a.name)];]])
+return [out, await probe.counts(null), (await probe.audit(null)).map((a: any) =>
+  a.hook + " " + a.name + (a.refused ? " refused: " + a.message : ""))];]])
     local p = 'invalid arguments for "limits.typed": '
     assert.are.same({
       { "err", p .. "args.key: expected string, got number" },
@@ -198,10 +215,14 @@ return [out, await probe.counts(null), (await probe.audit(null)).map((a: any) =>
       { "err", p .. "args: expected object, got string" },
       { "ok", "fine" },
     }, v[1])
-    -- The handler ran once, for the valid call; refused calls never reach
-    -- the hooks either.
+    -- The handler ran once, for the valid call; the after hook heard of
+    -- every call, the refused ones marked as such (the before hook only of
+    -- the one that reached the handler).
     assert.are.same({ typed = 1 }, v[2])
-    assert.are.same({ "before typed", "after typed" }, v[3])
+    local audit = {}
+    for i = 1, 10 do audit[i] = "after typed refused: " .. v[1][i][2] end
+    audit[11], audit[12] = "before typed", "after typed"
+    assert.are.same(audit, v[3])
   end)
 end)
 
@@ -391,10 +412,11 @@ describe("the README's policy example", function()
       refused = 'write: binding "notes.write" may be called at most 5 times per run',
       now = { "draft 1", "draft 2", "draft 3", "draft 4", "groceries", "todo" },
     }, r.result.value)
-    -- The audit hook wrote one line per call that reached a handler.
+    -- The audit hook wrote one line per call, the refused ones too.
     local lines = {}
-    for line in r.stderr:gmatch("audit run=1 call=(%d+ notes%.%a+ ok) ") do lines[#lines + 1] = line end
-    assert.are.same({ "1 notes.list ok", "2 notes.read ok", "3 notes.read ok", "5 notes.write ok", "6 notes.write ok",
-      "7 notes.write ok", "8 notes.write ok", "10 notes.list ok" }, lines)
+    for line in r.stderr:gmatch("audit run=1 call=(%d+ notes%.%a+ %a+)") do lines[#lines + 1] = line end
+    assert.are.same({ "1 notes.list ok", "2 notes.read ok", "3 notes.read ok", "4 notes.write failed",
+      "5 notes.write ok", "6 notes.write ok", "7 notes.write ok", "8 notes.write ok", "9 notes.write failed",
+      "10 notes.list ok" }, lines)
   end)
 end)

@@ -177,6 +177,20 @@ typedef void (*lr_namespace_free_fn)(void *ud);
  * used on the call: its namespace goes away with the runtime. */
 typedef void (*lr_binding_cancel_fn)(void *ud, lr_call *call);
 
+/* A call the engine refused before any handler saw it: over the member's
+ * maxCalls, or arguments that are not lossless JSON. The program got
+ * `message`. Everything is valid during the callback only. */
+typedef struct lr_call_refusal {
+  uint64_t run_id;
+  uint64_t call_id;
+  size_t member;                 /* index in the lr_namespace_def's members */
+  const struct lr_json *args;    /* the decoded args; NULL when not lossless */
+  const char *message;
+} lr_call_refusal;
+
+/* Tells a namespace about a refused call (for audit logs and metrics). */
+typedef void (*lr_binding_refused_fn)(void *ud, const lr_call_refusal *refusal);
+
 /* How the engine schedules one member's calls within a run. */
 typedef struct lr_member_policy {
   int read_only;       /* nonzero: may overlap other read-only calls; else the
@@ -195,6 +209,7 @@ typedef struct lr_namespace_def {
                                        mutating, no timeout, no call limit */
   lr_binding_fn call;               /* handles every member */
   lr_binding_cancel_fn cancel;      /* may be NULL */
+  lr_binding_refused_fn refused;    /* may be NULL */
   void *ud;
   lr_namespace_free_fn free_ud;     /* may be NULL */
 } lr_namespace_def;

@@ -186,7 +186,10 @@ function M.invoke(m, args, info)
   if m.args then
     local ok, why = schema.check(m.args, args, "args", lunarun.null, lunarun.is_array)
     if not ok then
-      error({ message = string.format("invalid arguments for \"%s.%s\": %s", m.global, m.name, why) }, 0)
+      local message = string.format("invalid arguments for \"%s.%s\": %s", m.global, m.name, why)
+      info.args = args
+      M.refused(m, info, message)
+      error({ message = message }, 0)
     end
   end
   local hooks = m.hooks
@@ -208,6 +211,16 @@ function M.invoke(m, args, info)
   end
   if not res[1] then error(res[2], 0) end
   return res[2]
+end
+
+-- A call refused before its handler ran (declared arguments, maxCalls,
+-- arguments that are not lossless JSON): only the after hook hears of it.
+function M.refused(m, info, message)
+  local hooks = m.hooks
+  if hooks and hooks.after then
+    local ok, err = pcall(hooks.after, info, { ok = false, message = message, durationMs = 0, refused = true })
+    if not ok then report("after", err) end
+  end
 end
 
 -- A call that ended without its handler finishing (timeout, run over).
