@@ -489,8 +489,15 @@ int lr_run_start(lr_runtime *rt, const char *program, size_t len, const lr_run_o
   if (rt->runs) rt->runs->prev = run;
   rt->runs = run;
   rt->nruns++;
-  run->strip_id = lr__stripper_strip(rt->stripper, program, len, lr__on_stripped, run);
   if (out) *out = run;
+  /* Program text is the model's output, not the caller's misuse: text that
+   * is not UTF-8 fails the run (kind exception), and nothing is spawned. */
+  size_t bad = lr__utf8_prefix_valid(program, len);
+  if (bad < len) {
+    lr__settlef(run, LR_EXCEPTION, "program.ts: the program is not valid UTF-8 text (at byte %zu)", bad);
+    return 0;
+  }
+  run->strip_id = lr__stripper_strip(rt->stripper, program, len, lr__on_stripped, run);
   return 0;
 }
 

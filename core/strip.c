@@ -62,9 +62,21 @@ static int lr__strip_on_frame(void *ud, lr_json *msg) {
   lr_strip_proc *p = ud;
   lr_json *id = lr__json_get(msg, "id"), *ok = lr__json_get(msg, "ok");
   lr_json *text = lr__json_get(msg, ok && ok->type == LR_JTRUE ? "code" : "message");
-  if (!p->dead && id && id->type == LR_JNUMBER && ok && text && text->type == LR_JSTRING)
+  if (!p->dead && id && id->type == LR_JNUMBER && ok && text && text->type == LR_JSTRING) {
     lr__strip_answer(p->st, (uint64_t)id->u.num, ok->type == LR_JTRUE, false, text->u.str,
                      text->len);
+  } else if (!p->dead) {
+    /* An answer to no request (the helper could not read one): nobody would
+     * get an answer, so every waiting request fails and a fresh helper
+     * serves the next. */
+    char why[LR_ERR_MAX];
+    lr__errf(why, "the type stripper could not read a request%s%.*s", text && text->type == LR_JSTRING ? ": " : "",
+             text && text->type == LR_JSTRING ? (int)(text->len > 300 ? 300 : text->len) : 0,
+             text && text->type == LR_JSTRING ? text->u.str : "");
+    lr__json_free(msg);
+    lr__strip_fail_all(p->st, why);
+    return 1;
+  }
   lr__json_free(msg);
   return 0;
 }

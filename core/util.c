@@ -134,6 +134,21 @@ bool lr__utf8_valid(const char *str, size_t len, bool allow_surrogates) {
   return true;
 }
 
+size_t lr__utf8_prefix_valid(const char *str, size_t len) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < len) {
+    if (s[i] < 0x80) {
+      i++;
+      continue;
+    }
+    size_t k = lr__utf8_seq(s + i, len - i, false);
+    if (!k) return i;
+    i += k;
+  }
+  return len;
+}
+
 size_t lr__utf8_prefix(const char *str, size_t len, size_t max) {
   const unsigned char *s = (const unsigned char *)str;
   if (len <= max) return len;

@@ -48,6 +48,10 @@ int lr__errf(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3
  * engine keeps JavaScript strings with lone surrogates lossless. */
 bool lr__utf8_valid(const char *s, size_t len, bool allow_surrogates);
 
+/* Length of the longest prefix of s[0..len) that is valid UTF-8 (strict: no
+ * surrogates); len when all of it is. */
+size_t lr__utf8_prefix_valid(const char *s, size_t len);
+
 /* Length of the longest prefix of s[0..len) that is at most max bytes and
  * ends on a code point boundary. */
 size_t lr__utf8_prefix(const char *s, size_t len, size_t max);

@@ -129,6 +129,13 @@ return null;
       assert.truthy(r.result.error.message:find("wall-clock", 1, true))
     end)
 
+    it("exception, with nothing spawned, for a program that is not UTF-8 text", function()
+      local r = run('return "\xff\xfe"')
+      assert.are.equal(1, r.code)
+      assert.are.equal("exception", r.result.error.kind)
+      assert.truthy(r.result.error.message:find("not valid UTF-8", 1, true), r.result.error.message)
+    end)
+
     it("worker-exit when the sandbox cannot start", function()
       local r = run("return 1", { sets = { "nodePath=/bin/false" } })
       assert.are.equal(1, r.code)
