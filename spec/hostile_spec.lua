@@ -132,6 +132,17 @@ return out;
     assert.are.equal(2, r.result.value)
   end)
 
+  it("cannot leave anything behind by killing its launcher, even with a child that ignores SIGTERM", function()
+    local r = run([[
+const cp = process.getBuiltinModule("child_process");
+cp.spawn("sh", ["-c", "trap '' TERM; sleep 906"], { stdio: "ignore" });
+process.kill(process.ppid, "SIGKILL");
+await new Promise((r) => setTimeout(r, 60000));
+]], { sets = { "killGraceMs=300" } })
+    assert.are.equal("worker-exit", r.result.error.kind)
+    assert.truthy(r.result.error.message:find("signal 9", 1, true), r.result.error.message)
+  end)
+
   it("cannot exhaust memory with Buffers, which the heap cap does not bound", function()
     -- 64 MiB at a time until the process-level cap (maxProcessMemoryMb) says no.
     local r = run("const b: Buffer[] = []; for (;;) b.push(Buffer.alloc(64 << 20, 1));",
