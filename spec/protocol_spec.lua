@@ -124,8 +124,10 @@ exec %s %s
   it("escalates to SIGKILL after killGraceMs when the runner ignores SIGTERM", function()
     -- If the escalation were missing, the CLI would never return: the
     -- outer `timeout` turns that into a failure.
+    local prog = h.tmpfile(json.encode({ { ignoreTerm = true }, { sleep = 600000 } }), ".ts")
     local r = h.cli_wrapped("timeout 60", "run --json --bindings " .. h.q(tools) .. " --set nodePath=" .. h.q(fake_node)
-      .. " --set maxWallMs=300 --set killGraceMs=300 " .. h.q(h.tmpfile(json.encode({ { ignoreTerm = true }, { sleep = 600000 } }), ".ts")))
+      .. " --set maxWallMs=300 --set killGraceMs=300 " .. h.q(prog))
+    os.remove(prog)
     assert.are.equal(1, r.code, r.stdout .. r.stderr)
     assert.truthy(r.stdout:find('"kind":"timeout"', 1, true), r.stdout)
     h.assert_clean()
