@@ -638,6 +638,11 @@ function base64Length(n) {
 // ---------------------------------------------------------------------------
 // Launcher.
 
+// The terminal message of a sandbox that broke or died without settling.
+function workerExit(message) {
+  return { type: 'done', error: { kind: 'worker-exit', message } };
+}
+
 function launcherMain() {
   let maxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
   let cap = Infinity;
@@ -698,10 +703,6 @@ function launcherMain() {
       setImmediate(flush);
     }
     return true;
-  }
-
-  function workerExit(message) {
-    return { type: 'done', error: { kind: 'worker-exit', message } };
   }
 
   function killGroup() {
@@ -1155,10 +1156,6 @@ function controllerMain() {
     if (typeof cost === 'number') send({ type: 'cost', cost });
     send(msg);
     flush();
-  }
-
-  function workerExit(message) {
-    return { type: 'done', error: { kind: 'worker-exit', message } };
   }
 
   function onWorkerMessage(m) {
