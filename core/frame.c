@@ -40,6 +40,15 @@ void lr__frame_decoder_init(lr_frame_decoder *d, size_t max_frame) {
   d->max_line = lr__base64_len(max_frame);
   d->line = (lr_buf){0};
   d->failed = false;
+  d->token_len = 0;
+}
+
+void lr__frame_decoder_set_token(lr_frame_decoder *d, const char *token, size_t len) {
+  if (len >= sizeof d->token) len = sizeof d->token - 1;
+  memcpy(d->token, token, len);
+  d->token_len = len;
+  size_t b64 = lr__base64_len(d->max_frame);
+  d->max_line = b64 > SIZE_MAX - len ? SIZE_MAX : b64 + len;
 }
 
 void lr__frame_decoder_free(lr_frame_decoder *d) {
@@ -155,6 +164,14 @@ bad_quad:
 static int lr__frame_deliver(lr_frame_decoder *d, char *s, size_t n, bool in_place,
                              lr_frame_cb cb, void *ud, char err[LR_ERR_MAX]) {
   lr_json msg;
+  if (d->token_len) {
+    if (n < d->token_len || memcmp(s, d->token, d->token_len) != 0)
+      return lr__errf(err, "the sandbox broke the frame channel (a line without the channel token)");
+    /* In place, the decoded bytes go over the token: still ahead of what
+     * is read. */
+    s += d->token_len;
+    n -= d->token_len;
+  }
   if (lr__frame_decode_line(d, s, n, in_place, &msg, err)) return -1;
   return cb(ud, &msg) ? 1 : 0;
 }

@@ -13,10 +13,17 @@ typedef struct lr_frame_decoder {
   size_t max_line;    /* lr__base64_len(max_frame) */
   lr_buf line;        /* the pending, not yet terminated line */
   bool failed;        /* once a refusal happened, everything is refused */
+  char token[64];     /* when token_len > 0, every line starts with it (the
+                         sandbox's channel token), then the frame */
+  size_t token_len;
 } lr_frame_decoder;
 
 void lr__frame_decoder_init(lr_frame_decoder *d, size_t max_frame);
 void lr__frame_decoder_free(lr_frame_decoder *d);
+
+/* From now on every line must start with token (at most 63 bytes); a line
+ * without it is refused. */
+void lr__frame_decoder_set_token(lr_frame_decoder *d, const char *token, size_t len);
 
 /* Called with each decoded message; takes ownership of *msg (the callee
  * frees it or moves from it). Return nonzero to stop feeding. */

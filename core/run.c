@@ -2,6 +2,7 @@
  * (logs, calls, the terminal frame) → settle → the sandbox is gone → the
  * result. The backend below only starts processes and moves bytes; the
  * ledger, the frames and the failure kinds are decided here. */
+#define _GNU_SOURCE /* memmem */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -70,6 +71,10 @@ static void lr__reply_error(lr_run *run, uint64_t id, const char *message) {
 }
 
 static void lr__run_add_log(lr_run *run, const char *text, size_t len) {
+  run->stats.log_entries++;
+  /* Past the cap only the entry that crossed it matters (its prefix may be
+   * kept); later ones, drained after the end, are counted and dropped. */
+  if (run->ledger_over) return;
   if (run->nlogs == run->logs_cap) {
     run->logs_cap = run->logs_cap ? run->logs_cap * 2 : 16;
     run->logs = lr__xrealloc(run->logs, run->logs_cap * sizeof *run->logs);
@@ -78,10 +83,11 @@ static void lr__run_add_log(lr_run *run, const char *text, size_t len) {
   run->logs[run->nlogs] = lr__xmemdup(text, len);
   run->log_lens[run->nlogs] = len;
   run->nlogs++;
-  run->stats.log_entries++;
   if (run->on_log) run->on_log(run->ud, text, len);
-  if (!lr__ledger_add_log(&run->ledger, text, len))
+  if (!lr__ledger_add_log(&run->ledger, text, len)) {
+    run->ledger_over = true;
     lr__run_settle(run, LR_OUTPUT_LIMIT, NULL, 0);
+  }
 }
 
 /* Tells the namespace about a call it will never see (audit, metrics). */
@@ -98,9 +104,8 @@ static bool lr__safe_id(const lr_json *v) {
          (double)(uint64_t)v->u.num == v->u.num;
 }
 
-static void lr__on_call(lr_run *run, lr_json *msg) {
-  lr_json *id = lr__json_get(msg, "id"), *global = lr__json_get(msg, "global");
-  lr_json *name = lr__json_get(msg, "name"), *args = lr__json_get(msg, "args");
+static void lr__on_call(lr_run *run, lr_json *id, lr_json *global, lr_json *name, lr_json *args) {
+  if (run->state != LR_RUN_RUNNING) return;
   /* Malformed calls are dropped; ids only grow, so each gets one reply. */
   if (!lr__safe_id(id) || !global || global->type != LR_JSTRING || !name ||
       name->type != LR_JSTRING || !args || args->type != LR_JARRAY)
@@ -187,11 +192,26 @@ static int lr__on_frame(void *ud, lr_json *msg) {
   lr_run *run = ud;
   lr_json *type = lr__json_get(msg, "type");
   const char *t = type && type->type == LR_JSTRING ? type->u.str : "";
-  if (strcmp(t, "log") == 0) {
+  if (strcmp(t, "logs") == 0) {
+    /* A batch: the ledger still counts entry by entry. */
+    lr_json *texts = lr__json_get(msg, "texts");
+    for (size_t i = 0; texts && texts->type == LR_JARRAY && i < texts->len; i++) {
+      lr_json *text = &texts->u.items[i];
+      if (text->type == LR_JSTRING && run->state == LR_RUN_RUNNING) lr__run_add_log(run, text->u.str, text->len);
+    }
+  } else if (strcmp(t, "calls") == 0) {
+    lr_json *calls = lr__json_get(msg, "calls");
+    for (size_t i = 0; calls && calls->type == LR_JARRAY && i < calls->len; i++) {
+      lr_json *c = &calls->u.items[i];
+      if (c->type == LR_JARRAY && c->len == 4)
+        lr__on_call(run, &c->u.items[0], &c->u.items[1], &c->u.items[2], &c->u.items[3]);
+    }
+  } else if (strcmp(t, "log") == 0) {
     lr_json *text = lr__json_get(msg, "text");
     if (text && text->type == LR_JSTRING) lr__run_add_log(run, text->u.str, text->len);
   } else if (strcmp(t, "call") == 0) {
-    lr__on_call(run, msg);
+    lr__on_call(run, lr__json_get(msg, "id"), lr__json_get(msg, "global"), lr__json_get(msg, "name"),
+                lr__json_get(msg, "args"));
   } else if (strcmp(t, "done") == 0) {
     run->terminal_seen = true;
     lr__on_done(run, msg);
@@ -202,16 +222,13 @@ static int lr__on_frame(void *ud, lr_json *msg) {
     lr_json *cms = lr__json_get(msg, "computeMs");
     if (cms && cms->type == LR_JNUMBER && cms->u.num >= 0 && cms->u.num <= LR_MAX_SAFE_INTEGER)
       run->stats.compute_ms = (uint64_t)cms->u.num;
-  } else if (strcmp(t, "controller") == 0) {
-    lr_json *pid = lr__json_get(msg, "pid");
-    if (lr__safe_id(pid) && pid->u.num > 1 && pid->u.num < 4194305) lr__sandbox_add_group(run->sb, (int)pid->u.num);
   }
   /* Anything else is malformed and dropped. */
   lr__json_free(msg);
   return run->state == LR_RUN_RUNNING ? 0 : 1;
 }
 
-static void lr__on_stdout(void *ud, const char *data, size_t len) {
+static void lr__on_frames(void *ud, const char *data, size_t len) {
   lr_run *run = ud;
   if (run->state != LR_RUN_RUNNING) return;
   char err[LR_ERR_MAX];
@@ -219,36 +236,45 @@ static void lr__on_stdout(void *ud, const char *data, size_t len) {
     lr__settlef(run, LR_WORKER_EXIT, "broken frame from the runner: %s", err);
 }
 
-static void lr__on_stderr(void *ud, const char *data, size_t len) {
+/* The sandbox's stdout and stderr: one read is one log entry, also while
+ * its output is drained after the end (what it printed before it was killed
+ * counts). */
+static void lr__on_output(void *ud, const char *text, size_t len) {
   lr_run *run = ud;
-  /* The runner's own stderr (Node's fatal messages) explains an early exit;
-   * keep the start of it, bounded. */
-  if (run->stderr_tail.len < 2048) lr__buf_append(&run->stderr_tail, data, len > 2048 ? 2048 : len);
+  if (!run->oom_hint && len > 17 && (memmem(text, len, "heap out of memory", 18) || memmem(text, len, "Reached heap limit", 18)))
+    run->oom_hint = true;
+  lr__run_add_log(run, text, len);
 }
 
-/* The runner's output ended and it exited: if no terminal frame came, it
- * died without settling. */
+static const char *lr__signal_name(int sig) {
+  static const char *const names[] = {[1] = "SIGHUP", [2] = "SIGINT", [3] = "SIGQUIT", [4] = "SIGILL",
+                                      [5] = "SIGTRAP", [6] = "SIGABRT", [7] = "SIGBUS", [8] = "SIGFPE",
+                                      [9] = "SIGKILL", [11] = "SIGSEGV", [13] = "SIGPIPE", [14] = "SIGALRM",
+                                      [15] = "SIGTERM", [24] = "SIGXCPU", [25] = "SIGXFSZ"};
+  return sig > 0 && sig < (int)(sizeof names / sizeof names[0]) && names[sig] ? names[sig] : "a signal";
+}
+
+/* The sandbox's frame channel ended and its process exited: if no terminal
+ * frame came, it died without settling. */
 static void lr__bridge_ended(lr_run *run) {
-  if (run->state != LR_RUN_RUNNING || !run->stdout_ended || !run->exited) return;
+  if (run->state != LR_RUN_RUNNING || !run->frames_ended || !run->exited) return;
   char err[LR_ERR_MAX];
   if (lr__frame_finish(&run->dec, err) != 0) {
     lr__settlef(run, LR_WORKER_EXIT, "broken frame from the runner: %s", err);
     return;
   }
-  char how[64];
+  const char *oom = run->oom_hint ? "the worker ran out of memory (JavaScript heap out of memory); " : "";
   if (run->exit_signal)
-    snprintf(how, sizeof how, "was killed by signal %d", run->exit_signal);
+    lr__settlef(run, LR_WORKER_EXIT, "%sthe sandbox process was killed by signal %d (%s) before the program settled",
+                oom, run->exit_signal, lr__signal_name(run->exit_signal));
   else
-    snprintf(how, sizeof how, "exited with code %" PRId64, run->exit_status);
-  int n = (int)run->stderr_tail.len;
-  while (n > 0 && (run->stderr_tail.data[n - 1] == '\n' || run->stderr_tail.data[n - 1] == ' ')) n--;
-  lr__settlef(run, LR_WORKER_EXIT, "the runner %s before the program settled%s%.*s", how,
-              n ? ": " : "", n, n ? run->stderr_tail.data : "");
+    lr__settlef(run, LR_WORKER_EXIT, "%sthe sandbox process exited with code %" PRId64 " before the program settled",
+                oom, run->exit_status);
 }
 
-static void lr__on_stdout_end(void *ud) {
+static void lr__on_frames_end(void *ud) {
   lr_run *run = ud;
-  run->stdout_ended = true;
+  run->frames_ended = true;
   lr__bridge_ended(run);
 }
 
@@ -266,7 +292,7 @@ static void lr__on_write_error(void *ud, const char *message) {
     lr__settlef(run, LR_WORKER_EXIT, "cannot write to the runner: %s", message);
 }
 
-static void lr__on_sandbox_closed(void *ud) {
+static void lr__on_released(void *ud) {
   lr_run *run = ud;
   run->sb = NULL;
   run->sandbox_gone = true;
@@ -274,12 +300,12 @@ static void lr__on_sandbox_closed(void *ud) {
 }
 
 static const lr_sandbox_events lr__run_events = {
-    .on_stdout = lr__on_stdout,
-    .on_stdout_end = lr__on_stdout_end,
-    .on_stderr = lr__on_stderr,
+    .on_frames = lr__on_frames,
+    .on_frames_end = lr__on_frames_end,
+    .on_output = lr__on_output,
     .on_exit = lr__on_exit,
     .on_write_error = lr__on_write_error,
-    .on_closed = lr__on_sandbox_closed,
+    .on_released = lr__on_released,
 };
 
 static void lr__on_wall(uv_timer_t *t) {
@@ -328,19 +354,14 @@ static void lr__on_stripped(void *ud, bool ok, bool broken, const char *text, si
       lr__run_settle(run, LR_EXCEPTION, text, len);
     return;
   }
-  lr_sandbox_spec spec = {
-      .node_path = run->rt->node_path,
-      .script = run->rt->runner_path,
-      .kill_grace_ms = run->cfg.kill_grace_ms,
-      .max_memory_bytes = run->cfg.max_process_memory_mb * 1024 * 1024,
-      .prlimit_path = run->rt->prlimit_path,
-  };
   char err[LR_ERR_MAX];
-  if (lr__sandbox_local_start(run->rt->loop, &spec, &lr__run_events, run, &run->sb, err) != 0) {
-    run->sb = NULL;
+  run->sb = lr__runtime_take_sandbox(run->rt, &run->cfg, &run->pooled, err);
+  if (!run->sb) {
     lr__settlef(run, LR_WORKER_EXIT, "the sandbox did not start: %s", err);
     return;
   }
+  lr__sandbox_attach(run->sb, &lr__run_events, run);
+  lr__frame_decoder_set_token(&run->dec, lr__sandbox_token(run->sb), LR_TOKEN_LEN);
   run->state = LR_RUN_RUNNING;
   lr__write_boot(run, text, len);
 }
@@ -413,7 +434,6 @@ static void lr__run_free(lr_run *run) {
   free(run->message);
   if (run->has_value) lr__json_free(&run->value);
   lr__frame_decoder_free(&run->dec);
-  lr__buf_free(&run->stderr_tail);
   lr_config_free(&run->cfg);
   free(run);
 }

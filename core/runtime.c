@@ -12,10 +12,13 @@
 #include "runtime.h"
 #include "runtime_ext.h"
 
-extern const char lr__runner_source[];
-extern const size_t lr__runner_source_len;
-extern const char lr__strip_source[];
-extern const size_t lr__strip_source_len;
+/* The runner's files, embedded by cmake/embed.cmake. */
+struct lr_embedded {
+  const char *name;
+  const char *data;
+  size_t len;
+};
+extern const struct lr_embedded lr__runner_files[];
 
 #ifndef LUNARUN_DEFAULT_NODE
 #define LUNARUN_DEFAULT_NODE ""
@@ -35,6 +38,16 @@ static char *lr__path_join(const char *dir, const char *name) {
   lr__buf_append_char(&b, '/');
   lr__buf_append_str(&b, name);
   return lr__buf_steal(&b, NULL);
+}
+
+/* Removes what lr_runtime_new installed into rt->dir, and the folder. */
+static void lr__runtime_remove_files(lr_runtime *rt) {
+  for (const struct lr_embedded *f = lr__runner_files; f->name; f++) {
+    char *path = lr__path_join(rt->dir, f->name);
+    unlink(path);
+    free(path);
+  }
+  rmdir(rt->dir);
 }
 
 /* nodePath, else $LUNARUN_NODE, else the Node the build was set up with,
@@ -138,20 +151,21 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   rt->node_path = node;
   rt->prlimit_path = prlimit;
   rt->dir = dir;
-  rt->runner_path = lr__path_join(dir, "runner.mjs");
   rt->strip_path = lr__path_join(dir, "strip.mjs");
-  if (lr__write_file(rt->runner_path, lr__runner_source, lr__runner_source_len, err) != 0 ||
-      lr__write_file(rt->strip_path, lr__strip_source, lr__strip_source_len, err) != 0) {
-    unlink(rt->runner_path);
-    rmdir(dir);
-    free(rt->runner_path);
-    free(rt->strip_path);
-    free(dir);
-    free(node);
-    free(prlimit);
-    lr_config_free(&rt->cfg);
-    free(rt);
-    return -1;
+  for (const struct lr_embedded *f = lr__runner_files; f->name; f++) {
+    char *path = lr__path_join(dir, f->name);
+    int rc = lr__write_file(path, f->data, f->len, err);
+    free(path);
+    if (rc != 0) {
+      lr__runtime_remove_files(rt);
+      free(rt->strip_path);
+      free(dir);
+      free(node);
+      free(prlimit);
+      lr_config_free(&rt->cfg);
+      free(rt);
+      return -1;
+    }
   }
   /* A runner that dies while we write its stdin must not kill the host. */
   struct sigaction sa;
@@ -238,7 +252,7 @@ const lr_namespace *lr__runtime_find_namespace(const lr_runtime *rt, const char 
 }
 
 static void lr__runtime_maybe_disposed(lr_runtime *rt) {
-  if (!rt->disposing || rt->nruns > 0 || !rt->stripper_closed) return;
+  if (!rt->disposing || rt->nruns > 0 || !rt->stripper_closed || rt->nsandboxes > 0) return;
   for (size_t i = 0; i < rt->nnamespaces; i++) {
     lr_namespace *ns = rt->namespaces[i];
     if (ns->free_ud) ns->free_ud(ns->ud);
@@ -253,10 +267,7 @@ static void lr__runtime_maybe_disposed(lr_runtime *rt) {
   }
   free(rt->namespaces);
   if (rt->close_ext) rt->close_ext(rt->ext);
-  unlink(rt->runner_path);
-  unlink(rt->strip_path);
-  rmdir(rt->dir);
-  free(rt->runner_path);
+  lr__runtime_remove_files(rt);
   free(rt->strip_path);
   free(rt->dir);
   free(rt->node_path);
@@ -289,7 +300,38 @@ void lr_runtime_dispose(lr_runtime *rt, void (*on_disposed)(void *ud), void *ud)
   rt->disposed_ud = ud;
   for (lr_run *run = rt->runs; run; run = run->next)
     lr__run_settle(run, LR_ABORT, "the runtime was disposed", 24);
+  lr__pool_close(rt);
   lr__stripper_close(rt->stripper, lr__on_stripper_closed, rt);
+}
+
+/* A sandbox of this runtime is entirely gone: disposal waits for all. */
+static void lr__on_sandbox_gone(void *ud) {
+  lr_runtime *rt = ud;
+  rt->nsandboxes--;
+  lr__pool_sandbox_gone(rt);
+  lr__runtime_maybe_disposed(rt);
+}
+
+lr_sandbox *lr__runtime_start_sandbox(lr_runtime *rt, const lr_config *cfg, char err[LR_ERR_MAX]) {
+  lr_sandbox_spec spec = {
+      .cfg = cfg,
+      .node_path = rt->node_path,
+      .runtime_dir = rt->dir,
+      .bwrap_path = rt->bwrap_path,
+      .prlimit_path = rt->prlimit_path,
+      .on_gone = lr__on_sandbox_gone,
+      .owner = rt,
+  };
+  lr_sandbox *sb;
+  if (lr__sandbox_local_start(rt->loop, &spec, &sb, err) != 0) return NULL;
+  rt->nsandboxes++;
+  return sb;
+}
+
+lr_sandbox *lr__runtime_take_sandbox(lr_runtime *rt, const lr_config *cfg, bool *pooled, char err[LR_ERR_MAX]) {
+  lr_sandbox *sb = lr__pool_take(rt, cfg);
+  *pooled = sb != NULL;
+  return sb ? sb : lr__runtime_start_sandbox(rt, cfg, err);
 }
 
 void lr__runtime_set_ext(lr_runtime *rt, void *ext, void (*close_ext)(void *ext)) {

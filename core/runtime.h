@@ -33,11 +33,13 @@ struct lr_runtime {
   char *node_path;   /* resolved, absolute */
   char *prlimit_path; /* util-linux's prlimit, for maxProcessMemoryMb */
   char *dir;         /* the folder the runner is installed into */
-  char *runner_path;
   char *strip_path;
   lr_namespace **namespaces; /* pointers: calls hold them across additions */
   size_t nnamespaces;
+  char *bwrap_path;   /* bubblewrap, when sandboxes are isolated; else NULL */
   lr_stripper *stripper;
+  size_t nsandboxes;  /* started and not yet entirely gone (pooled ones too) */
+  struct lr_pool *pool;
   lr_run *runs; /* runs in flight, linked by run->next/prev */
   size_t nruns;
   uint64_t next_run_id;
@@ -91,10 +93,9 @@ struct lr_run {
   size_t nlogs, logs_cap;
   lr_ledger ledger;
   /* Bridge state. */
-  bool stdout_ended, exited, terminal_seen;
+  bool frames_ended, exited, terminal_seen, oom_hint, ledger_over, pooled;
   int64_t exit_status;
   int exit_signal;
-  lr_buf stderr_tail;
   uint64_t last_call_id;
   uint64_t id;
   size_t nnamespaces;     /* the runtime's namespaces when the run started */
@@ -122,6 +123,15 @@ const lr_namespace *lr__runtime_find_namespace(const lr_runtime *rt, const char 
 /* Appends the boot descriptor of one namespace. */
 void lr__runtime_describe_namespace(const lr_namespace *ns, lr_buf *b);
 void lr__runtime_run_finished(lr_runtime *rt, lr_run *run);
+/* A new sandbox for a run with config cfg (counted until it is gone). */
+lr_sandbox *lr__runtime_start_sandbox(lr_runtime *rt, const lr_config *cfg, char err[LR_ERR_MAX]);
+/* A warm one from the pool when one fits cfg, else a new one. */
+lr_sandbox *lr__runtime_take_sandbox(lr_runtime *rt, const lr_config *cfg, bool *pooled, char err[LR_ERR_MAX]);
+
+/* pool.c: warm sandboxes, started before their program is known. */
+lr_sandbox *lr__pool_take(lr_runtime *rt, const lr_config *cfg);
+void lr__pool_sandbox_gone(lr_runtime *rt);
+void lr__pool_close(lr_runtime *rt);
 
 /* call.c */
 /* Queues a call behind the run's read/write gate and dispatches what the

@@ -1,52 +1,73 @@
-/* What a backend gives the run state machine: start a process, write its
- * stdin, read its stdout/stderr, signal its process group(s), and say when
- * everything of it is gone. Frames, ledger and run state live above this
- * line and are shared by every backend. */
+/* What a backend gives the run state machine: a sandbox process that runs
+ * the runner's controller, a private frame channel to it (the sandbox's fd 3
+ * in, fd 4 out, every line out carrying the channel token), its stdout and
+ * stderr as log text, and its end. The host plays the launcher: frames,
+ * ledger and run state live above this line and are shared by every backend.
+ *
+ * A sandbox may be started before its run exists (the warm pool): until a
+ * run attaches, its output is dropped. */
 #ifndef LR_SANDBOX_H
 #define LR_SANDBOX_H
 
 #include <uv.h>
+#include "lunarun.h"
 #include "util.h"
 
 typedef struct lr_sandbox lr_sandbox;
 
+#define LR_TOKEN_LEN 32
+
 typedef struct lr_sandbox_events {
-  void (*on_stdout)(void *ud, const char *data, size_t len);
-  void (*on_stdout_end)(void *ud);
-  void (*on_stderr)(void *ud, const char *data, size_t len);
-  /* The main process exited (exit status, or the signal that ended it). */
+  /* Bytes of the frame channel (the sandbox's fd 4). */
+  void (*on_frames)(void *ud, const char *data, size_t len);
+  void (*on_frames_end)(void *ud);
+  /* One read of the sandbox's stdout or stderr, as UTF-8 text (complete
+   * code points; invalid bytes as U+FFFD): one log entry. */
+  void (*on_output)(void *ud, const char *text, size_t len);
+  /* The sandbox's process exited (exit status, or the signal that ended it;
+   * under bubblewrap a status 128+n is reported as signal n). */
   void (*on_exit)(void *ud, int64_t status, int term_signal);
-  /* A write failed (e.g. the process is gone). */
   void (*on_write_error)(void *ud, const char *message);
-  /* Everything is gone: the process reaped, its pipes closed, every process
-   * group it was given empty. The sandbox is freed after this returns. */
-  void (*on_closed)(void *ud);
+  /* After lr__sandbox_terminate: every process of the sandbox has been sent
+   * SIGKILL (or is gone) and its output is drained. The run may deliver. */
+  void (*on_released)(void *ud);
 } lr_sandbox_events;
 
+/* What a sandbox depends on; two sandboxes with equal keys are
+ * interchangeable (the pool's key). */
 typedef struct lr_sandbox_spec {
+  const lr_config *cfg;      /* heap cap, memory cap, isolation settings, kill grace */
   const char *node_path;
-  const char *script; /* the .mjs to run */
-  uint64_t kill_grace_ms;
-  uint64_t max_memory_bytes; /* RLIMIT_AS of the process and its children; 0 = none */
-  const char *prlimit_path;  /* util-linux's prlimit, which applies it */
+  const char *runtime_dir;   /* the runner files (and the sandbox's /etc files) */
+  const char *bwrap_path;    /* NULL with isolation = none */
+  const char *prlimit_path;
+  /* Called once the sandbox is entirely gone (reaped, its namespace or
+   * group empty, every handle closed), just before it is freed. */
+  void (*on_gone)(void *owner);
+  void *owner;
 } lr_sandbox_spec;
 
-/* Starts the process in its own process group. On failure nothing is left
- * and err says why. */
-int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec,
-                            const lr_sandbox_events *events, void *ud,
-                            lr_sandbox **out, char err[LR_ERR_MAX]);
+/* Starts the sandbox (its controller starts the program's worker at once and
+ * waits for the boot frame). On failure nothing is left and err says why. */
+int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec, lr_sandbox **out,
+                            char err[LR_ERR_MAX]);
 
-/* Writes to stdin; takes ownership of data (malloc'd). */
+/* Routes the sandbox's events to a run (events may be NULL: drop them). */
+void lr__sandbox_attach(lr_sandbox *sb, const lr_sandbox_events *events, void *ud);
+
+/* The channel token every frame line from this sandbox starts with. */
+const char *lr__sandbox_token(const lr_sandbox *sb);
+
+/* True while the sandbox's process has not exited and it is not ending. */
+bool lr__sandbox_alive(const lr_sandbox *sb);
+
+/* Queues data (malloc'd; ownership taken) for the sandbox's fd 3. Writes
+ * queued in one loop turn leave as one write. */
 void lr__sandbox_write(lr_sandbox *sb, char *data, size_t len);
 
-/* Another process group that belongs to this sandbox (the runner's
- * controller): it is signalled and awaited with the main one. */
-void lr__sandbox_add_group(lr_sandbox *sb, int pgid);
-
-/* Ends the sandbox: SIGTERM to every group, SIGKILL after the grace, stops
- * reading, and reports on_closed once nothing is left. Idempotent. */
+/* Ends the sandbox: its processes are killed (the kill grace applies to the
+ * main process without isolation), its output drained, then on_released;
+ * on_gone follows once everything is reaped. Idempotent. */
 void lr__sandbox_terminate(lr_sandbox *sb);
-
 
 #endif

@@ -1,33 +1,61 @@
-/* The local backend: the runner is a child process of the host in a session
- * and process group of its own. Ending it means SIGTERM to every group it
- * owns, SIGKILL after the grace, and waiting until the process is reaped,
- * its pipes are closed and no living process is left in those groups. */
+/* The local backend: the host itself plays the launcher. It spawns the
+ * runner's controller (under bubblewrap, or in a process group of its own
+ * with isolation = none), reads its stdout/stderr as log text, and talks
+ * frames with it on two private pipes (its fd 3 in, fd 4 out). Ending it
+ * means SIGKILL to everything of it, draining its output, then waiting until
+ * nothing of it is left. */
+#define _GNU_SOURCE
 #include "sandbox.h"
+#include "isolation.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
-#define LR_MAX_GROUPS 4
+/* How long output is drained after the sandbox's process exited: a
+ * descendant that holds the pipes (without a PID namespace, one that started
+ * a session of its own) cannot stall a result longer than this. */
+#define LR_DRAIN_AFTER_EXIT_MS 250
+
+enum { LR_FD_IN = 3, LR_FD_OUT = 4, LR_FD_INFO = 5 };
+
+typedef struct lr_out_pipe {
+  uv_pipe_t pipe;
+  lr_utf8_stream utf8;
+  bool open;
+} lr_out_pipe;
 
 struct lr_sandbox {
   uv_loop_t *loop;
   uv_process_t proc;
-  uv_pipe_t in, out, err;
-  uv_timer_t timer; /* kill grace and group polling */
-  lr_sandbox_events ev;
+  lr_out_pipe out[2];  /* the sandbox's stdout and stderr */
+  uv_pipe_t to;        /* host -> sandbox (its fd 3) */
+  uv_pipe_t from;      /* sandbox -> host (its fd 4) */
+  uv_pipe_t info;      /* bubblewrap's --info-fd: the namespace's init pid */
+  uv_poll_t init_poll; /* a pidfd of that init: readable once the namespace is gone */
+  uv_timer_t timer;    /* kill grace, drain deadline, group polling */
+  uv_check_t flush;    /* one write per loop turn */
+  lr_buf outbox;
+  lr_buf info_text;
+  const lr_sandbox_events *ev;
   void *ud;
-  int groups[LR_MAX_GROUPS];
-  int ngroups;
+  void (*on_gone)(void *owner);
+  void *owner;
+  char token[LR_TOKEN_LEN + 1];
+  int pgid;
+  int init_pidfd;
+  bool isolated, from_open, to_open, info_open, init_polling;
   int open_handles;
-  uint64_t grace_ms;
-  uint64_t term_at;
-  unsigned polls;
-  bool exited, terminating, killed, closing_timer;
+  uint64_t grace_ms, term_at, exit_at;
+  bool exited, terminating, killed, released, closing;
 };
 
 typedef struct lr_write_req {
@@ -35,9 +63,8 @@ typedef struct lr_write_req {
   char *data;
 } lr_write_req;
 
-/* True while a process that is not a zombie is in group pgid. kill(-g, 0)
- * answers for most cases; zombies (orphans the init of a container may never
- * reap) still count for kill, so a hit is confirmed by reading /proc. */
+/* True while a process that is not a zombie is in group pgid (zombies, that
+ * the init of a container may never reap, still count for kill(2)). */
 static bool lr__group_alive(int pgid) {
   if (kill(-pgid, 0) != 0 && errno == ESRCH) return false;
   DIR *d = opendir("/proc");
@@ -57,68 +84,90 @@ static bool lr__group_alive(int pgid) {
     char *rp = strrchr(buf, ')');
     char state;
     int ppid, pgrp;
-    if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
-        state != 'Z' && state != 'X')
+    if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid && state != 'Z' &&
+        state != 'X')
       alive = true;
   }
   closedir(d);
   return alive;
 }
 
-static void lr__maybe_closed(lr_sandbox *sb) {
-  if (sb->open_handles == 0) {
-    if (sb->ev.on_closed) sb->ev.on_closed(sb->ud);
-    free(sb);
-  }
+static void lr__maybe_gone(lr_sandbox *sb) {
+  if (sb->open_handles > 0) return;
+  lr__buf_free(&sb->outbox);
+  lr__buf_free(&sb->info_text);
+  if (sb->init_pidfd >= 0) close(sb->init_pidfd);
+  void (*cb)(void *) = sb->on_gone;
+  void *owner = sb->owner;
+  free(sb);
+  if (cb) cb(owner);
 }
 
 static void lr__on_handle_closed(uv_handle_t *h) {
   lr_sandbox *sb = h->data;
   sb->open_handles--;
-  lr__maybe_closed(sb);
+  lr__maybe_gone(sb);
 }
 
 static void lr__close(lr_sandbox *sb, uv_handle_t *h) {
   if (!uv_is_closing(h)) uv_close(h, lr__on_handle_closed);
 }
 
-static void lr__signal_groups(lr_sandbox *sb, int sig) {
-  for (int i = 0; i < sb->ngroups; i++) kill(-sb->groups[i], sig);
+static void lr__kill_all(lr_sandbox *sb, int sig) {
+  if (sb->isolated) {
+    /* The outer bubblewrap: its death takes the namespace's init with it
+     * (--die-with-parent), and the init's death every process inside. */
+    if (!sb->exited) kill(sb->proc.pid, sig);
+  } else {
+    kill(-sb->pgid, sig);
+  }
 }
 
-static bool lr__any_group_alive(lr_sandbox *sb) {
-  for (int i = 0; i < sb->ngroups; i++)
-    if (lr__group_alive(sb->groups[i])) return true;
-  return false;
-}
-
-/* Once terminating: escalate after the grace, finish when all is gone. */
-static void lr__check_gone(lr_sandbox *sb) {
-  if (!sb->terminating || sb->closing_timer) return;
-  if (!sb->killed && uv_now(sb->loop) >= sb->term_at + sb->grace_ms) {
-    lr__signal_groups(sb, SIGKILL);
+/* Everything of the sandbox is dead or sent SIGKILL and its output drained:
+ * the run may deliver. Then wait until nothing is left. */
+static void lr__check(lr_sandbox *sb) {
+  if (!sb->terminating || sb->closing) return;
+  uint64_t now = uv_now(sb->loop);
+  if (!sb->killed && (sb->exited || now >= sb->term_at + sb->grace_ms)) {
+    lr__kill_all(sb, SIGKILL);
     sb->killed = true;
   }
-  if (!sb->exited || lr__any_group_alive(sb)) return;
-  sb->closing_timer = true;
+  bool drained = !sb->out[0].open && !sb->out[1].open;
+  if (!drained && sb->exited && now >= sb->exit_at + LR_DRAIN_AFTER_EXIT_MS) {
+    for (int i = 0; i < 2; i++) {
+      sb->out[i].open = false;
+      lr__close(sb, (uv_handle_t *)&sb->out[i].pipe);
+    }
+    drained = true;
+  }
+  if (!sb->released && sb->killed && drained) {
+    sb->released = true;
+    if (sb->ev && sb->ev->on_released) sb->ev->on_released(sb->ud);
+    sb->ev = NULL;
+  }
+  if (!sb->released || !sb->exited || sb->info_open) return;
+  if (sb->isolated ? sb->init_polling : lr__group_alive(sb->pgid)) return;
+  sb->closing = true;
   uv_timer_stop(&sb->timer);
   lr__close(sb, (uv_handle_t *)&sb->timer);
+  lr__close(sb, (uv_handle_t *)&sb->flush);
   lr__close(sb, (uv_handle_t *)&sb->proc);
 }
 
-static void lr__on_timer(uv_timer_t *t) {
-  lr_sandbox *sb = t->data;
-  /* Poll fast at first (a finished runner is gone within a few ms), then
-   * back off. */
-  if (++sb->polls == 50) uv_timer_set_repeat(t, 10);
-  lr__check_gone(sb);
-}
+static void lr__on_timer(uv_timer_t *t) { lr__check(t->data); }
 
 static void lr__on_exit(uv_process_t *p, int64_t status, int term_signal) {
   lr_sandbox *sb = p->data;
   sb->exited = true;
-  if (sb->ev.on_exit) sb->ev.on_exit(sb->ud, status, term_signal);
-  lr__check_gone(sb);
+  sb->exit_at = uv_now(sb->loop);
+  /* bubblewrap reports a child killed by signal n as exit status 128+n. */
+  if (sb->isolated && term_signal == 0 && status > 128 && status < 128 + 65) {
+    term_signal = (int)(status - 128);
+    status = 0;
+  }
+  if (sb->ev && sb->ev->on_exit) sb->ev->on_exit(sb->ud, status, term_signal);
+  if (!sb->terminating && sb->ev == NULL) lr__sandbox_terminate(sb); /* a pooled one died */
+  lr__check(sb);
 }
 
 static void lr__alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -130,20 +179,66 @@ static void lr__alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   buf->len = size;
 }
 
-static void lr__on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+static void lr__on_output(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   lr_sandbox *sb = s->data;
-  bool is_out = s == (uv_stream_t *)&sb->out;
-  if (n > 0 && !sb->terminating) {
-    if (is_out)
-      sb->ev.on_stdout(sb->ud, buf->base, (size_t)n);
-    else
-      sb->ev.on_stderr(sb->ud, buf->base, (size_t)n);
+  lr_out_pipe *op = (uv_pipe_t *)s == &sb->out[0].pipe ? &sb->out[0] : &sb->out[1];
+  if (n > 0 || n == UV_EOF) {
+    lr_buf text = {0};
+    lr__utf8_stream_feed(&op->utf8, buf->base, n > 0 ? (size_t)n : 0, n < 0, &text);
+    if (text.len && sb->ev && sb->ev->on_output) sb->ev->on_output(sb->ud, text.data, text.len);
+    lr__buf_free(&text);
   }
   free(buf->base);
   if (n < 0) {
+    op->open = false;
     lr__close(sb, (uv_handle_t *)s);
-    if (is_out && !sb->terminating && sb->ev.on_stdout_end) sb->ev.on_stdout_end(sb->ud);
+    lr__check(sb);
   }
+}
+
+static void lr__on_frames(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  lr_sandbox *sb = s->data;
+  if (n > 0 && sb->ev && sb->ev->on_frames) sb->ev->on_frames(sb->ud, buf->base, (size_t)n);
+  free(buf->base);
+  if (n < 0) {
+    sb->from_open = false;
+    lr__close(sb, (uv_handle_t *)s);
+    if (sb->ev && sb->ev->on_frames_end) sb->ev->on_frames_end(sb->ud);
+  }
+}
+
+static void lr__on_init_gone(uv_poll_t *p, int status, int events) {
+  lr_sandbox *sb = p->data;
+  sb->init_polling = false;
+  uv_poll_stop(p);
+  lr__close(sb, (uv_handle_t *)p);
+  lr__check(sb);
+}
+
+/* bubblewrap's info: {"child-pid": N}, the namespace's init as the host
+ * sees it. A pidfd of it becomes readable once it is gone, and a PID
+ * namespace's init is gone only after every process inside it. */
+static void lr__on_info(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  lr_sandbox *sb = s->data;
+  if (n > 0 && sb->info_text.len < 4096) lr__buf_append(&sb->info_text, buf->base, (size_t)n);
+  free(buf->base);
+  if (n >= 0) return;
+  sb->info_open = false;
+  lr__close(sb, (uv_handle_t *)s);
+  const char *p = sb->info_text.data ? strstr(sb->info_text.data, "\"child-pid\"") : NULL;
+  int pid = 0;
+  if (p && sscanf(p, "\"child-pid\" : %d", &pid) != 1) sscanf(p, "\"child-pid\":%d", &pid);
+  int fd = pid > 1 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+  if (fd >= 0 && uv_poll_init(sb->loop, &sb->init_poll, fd) == 0) {
+    sb->init_pidfd = fd;
+    sb->init_poll.data = sb;
+    sb->open_handles++;
+    sb->init_polling = true;
+    uv_poll_start(&sb->init_poll, UV_READABLE, lr__on_init_gone);
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  lr__check(sb);
 }
 
 static void lr__on_write(uv_write_t *req, int status) {
@@ -151,106 +246,221 @@ static void lr__on_write(uv_write_t *req, int status) {
   lr_sandbox *sb = req->handle->data;
   free(w->data);
   free(w);
-  if (status < 0 && status != UV_ECANCELED && !sb->terminating && sb->ev.on_write_error)
-    sb->ev.on_write_error(sb->ud, uv_strerror(status));
+  if (status < 0 && status != UV_ECANCELED && !sb->terminating && sb->ev && sb->ev->on_write_error)
+    sb->ev->on_write_error(sb->ud, uv_strerror(status));
 }
 
-int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec,
-                            const lr_sandbox_events *events, void *ud, lr_sandbox **out,
-                            char err[LR_ERR_MAX]) {
-  lr_sandbox *sb = lr__xcalloc(1, sizeof *sb);
-  sb->loop = loop;
-  sb->ev = *events;
-  sb->ud = ud;
-  sb->grace_ms = spec->kill_grace_ms;
-  uv_pipe_init(loop, &sb->in, 0);
-  uv_pipe_init(loop, &sb->out, 0);
-  uv_pipe_init(loop, &sb->err, 0);
-  uv_timer_init(loop, &sb->timer);
-  sb->in.data = sb->out.data = sb->err.data = sb->timer.data = sb->proc.data = sb;
-
-  /* The address-space cap is applied by prlimit, which then execs Node: the
-   * cap holds for the runner and everything it starts (libuv has no hook to
-   * set it between fork and exec). */
-  char as_arg[48];
-  snprintf(as_arg, sizeof as_arg, "--as=%llu", (unsigned long long)spec->max_memory_bytes);
-  char *plain[] = {(char *)spec->node_path, "--disable-warning=ExperimentalWarning", (char *)spec->script, NULL};
-  char *capped[] = {(char *)spec->prlimit_path, as_arg, "--core=0", "--", (char *)spec->node_path,
-                    "--disable-warning=ExperimentalWarning", (char *)spec->script, NULL};
-  bool cap = spec->max_memory_bytes && spec->prlimit_path;
-  char **args = cap ? capped : plain;
-  char *env[] = {NULL}; /* the sandbox sees none of the host's environment */
-  uv_stdio_container_t stdio[3] = {
-      {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&sb->in},
-      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&sb->out},
-      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&sb->err},
-  };
-  uv_process_options_t opts = {
-      .exit_cb = lr__on_exit,
-      .file = args[0],
-      .args = args,
-      .env = env,
-      .flags = UV_PROCESS_DETACHED, /* setsid: its own session and group */
-      .stdio_count = 3,
-      .stdio = stdio,
-  };
-  int rc = uv_spawn(loop, &sb->proc, &opts);
-  if (rc != 0) {
-    lr__errf(err, "cannot start %s: %s", spec->node_path, uv_strerror(rc));
-    /* Nothing was started: close the handles and free without callbacks. */
-    sb->ev.on_closed = NULL;
-    sb->exited = true;
-    sb->open_handles = 4;
-    lr__close(sb, (uv_handle_t *)&sb->in);
-    lr__close(sb, (uv_handle_t *)&sb->out);
-    lr__close(sb, (uv_handle_t *)&sb->err);
-    lr__close(sb, (uv_handle_t *)&sb->timer);
-    return -1;
-  }
-  sb->open_handles = 5;
-  sb->groups[sb->ngroups++] = sb->proc.pid;
-  uv_read_start((uv_stream_t *)&sb->out, lr__alloc, lr__on_read);
-  uv_read_start((uv_stream_t *)&sb->err, lr__alloc, lr__on_read);
-  *out = sb;
-  return 0;
-}
-
-void lr__sandbox_write(lr_sandbox *sb, char *data, size_t len) {
-  if (sb->terminating || uv_is_closing((uv_handle_t *)&sb->in)) {
+static void lr__on_flush(uv_check_t *c) {
+  lr_sandbox *sb = c->data;
+  uv_check_stop(c);
+  if (!sb->outbox.len) return;
+  size_t len;
+  char *data = lr__buf_steal(&sb->outbox, &len);
+  if (sb->terminating || !sb->to_open) {
     free(data);
     return;
   }
   lr_write_req *w = lr__xmalloc(sizeof *w);
   w->data = data;
   uv_buf_t buf = uv_buf_init(data, (unsigned)len);
-  int rc = uv_write(&w->req, (uv_stream_t *)&sb->in, &buf, 1, lr__on_write);
+  int rc = uv_write(&w->req, (uv_stream_t *)&sb->to, &buf, 1, lr__on_write);
   if (rc != 0) {
     free(data);
     free(w);
-    if (sb->ev.on_write_error) sb->ev.on_write_error(sb->ud, uv_strerror(rc));
+    if (sb->ev && sb->ev->on_write_error) sb->ev->on_write_error(sb->ud, uv_strerror(rc));
   }
 }
 
-void lr__sandbox_add_group(lr_sandbox *sb, int pgid) {
-  if (pgid <= 1 || sb->ngroups == LR_MAX_GROUPS) return;
-  for (int i = 0; i < sb->ngroups; i++)
-    if (sb->groups[i] == pgid) return;
-  sb->groups[sb->ngroups++] = pgid;
-  if (sb->terminating) kill(-pgid, sb->killed ? SIGKILL : SIGTERM);
+static void lr__make_token(char out[LR_TOKEN_LEN + 1]) {
+  unsigned char raw[LR_TOKEN_LEN / 2];
+  size_t got = 0;
+  while (got < sizeof raw) {
+    ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+    if (n > 0) got += (size_t)n;
+    else if (errno != EINTR) break;
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < sizeof raw; i++) {
+    out[2 * i] = hex[raw[i] >> 4];
+    out[2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[LR_TOKEN_LEN] = '\0';
+}
+
+static void lr__close_fds(int *fds, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (fds[i] >= 0) close(fds[i]);
+}
+
+int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec, lr_sandbox **out,
+                            char err[LR_ERR_MAX]) {
+  *out = NULL;
+  bool isolated = spec->bwrap_path != NULL;
+  /* [0,1]: host -> sandbox, [2,3]: sandbox -> host, [4,5]: bubblewrap's info. */
+  int fds[6] = {-1, -1, -1, -1, -1, -1};
+  if (pipe2(fds, O_CLOEXEC) != 0 || pipe2(fds + 2, O_CLOEXEC) != 0 ||
+      (isolated && pipe2(fds + 4, O_CLOEXEC) != 0)) {
+    lr__close_fds(fds, 6);
+    return lr__errf(err, "cannot make the sandbox's pipes: %s", strerror(errno));
+  }
+  /* Fewer wake-ups for big frames; refused for unprivileged users at times,
+   * which only costs speed. */
+  (void)fcntl(fds[2], F_SETPIPE_SZ, 1 << 20);
+
+  const char *args[] = {NULL};
+  lr_sandbox_cmd_spec cs = {
+      .cfg = spec->cfg,
+      .node_path = spec->node_path,
+      .runtime_dir = spec->runtime_dir,
+      .bwrap_path = spec->bwrap_path,
+      .prlimit_path = spec->prlimit_path,
+      .script = "controller.mjs",
+      .script_args = args,
+      .info_fd = isolated ? LR_FD_INFO : -1,
+  };
+  lr_sandbox_cmd cmd = {0};
+  if (lr__sandbox_command(&cs, &cmd, err) != 0) {
+    lr__close_fds(fds, 6);
+    return -1;
+  }
+
+  lr_sandbox *sb = lr__xcalloc(1, sizeof *sb);
+  sb->loop = loop;
+  sb->isolated = isolated;
+  sb->grace_ms = spec->cfg->kill_grace_ms;
+  sb->on_gone = spec->on_gone;
+  sb->owner = spec->owner;
+  sb->init_pidfd = -1;
+  lr__make_token(sb->token);
+  for (int i = 0; i < 2; i++) {
+    uv_pipe_init(loop, &sb->out[i].pipe, 0);
+    sb->out[i].pipe.data = sb;
+  }
+  uv_timer_init(loop, &sb->timer);
+  uv_check_init(loop, &sb->flush);
+  sb->timer.data = sb->flush.data = sb->proc.data = sb;
+
+  char *env[] = {NULL}; /* the sandbox sees none of the host's environment */
+  uv_stdio_container_t stdio[6] = {
+      {.flags = UV_IGNORE},
+      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&sb->out[0].pipe},
+      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&sb->out[1].pipe},
+      {.flags = UV_INHERIT_FD, .data.fd = fds[0]},
+      {.flags = UV_INHERIT_FD, .data.fd = fds[3]},
+      {.flags = UV_INHERIT_FD, .data.fd = fds[5]},
+  };
+  uv_process_options_t opts = {
+      .exit_cb = lr__on_exit,
+      .file = cmd.argv[0],
+      .args = cmd.argv,
+      .env = env,
+      .flags = UV_PROCESS_DETACHED, /* setsid: its own session and group */
+      .stdio_count = isolated ? 6 : 5,
+      .stdio = stdio,
+  };
+  if (cmd.uid >= 0) {
+    opts.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+    opts.uid = (uv_uid_t)cmd.uid;
+    opts.gid = (uv_gid_t)cmd.gid;
+  }
+  int rc = uv_spawn(loop, &sb->proc, &opts);
+  /* The sandbox's ends are its own now (or nobody's). */
+  close(fds[0]);
+  close(fds[3]);
+  if (fds[5] >= 0) close(fds[5]);
+  if (rc != 0) {
+    lr__errf(err, "cannot start %s: %s", cmd.argv[0], uv_strerror(rc));
+    lr__sandbox_cmd_free(&cmd);
+    close(fds[1]);
+    close(fds[2]);
+    if (fds[4] >= 0) close(fds[4]);
+    /* Nothing was started: close the handles, free without callbacks. */
+    sb->on_gone = NULL;
+    sb->open_handles = 4;
+    sb->closing = true;
+    lr__close(sb, (uv_handle_t *)&sb->out[0].pipe);
+    lr__close(sb, (uv_handle_t *)&sb->out[1].pipe);
+    lr__close(sb, (uv_handle_t *)&sb->timer);
+    lr__close(sb, (uv_handle_t *)&sb->flush);
+    return -1;
+  }
+  lr__sandbox_cmd_free(&cmd);
+  sb->pgid = sb->proc.pid;
+  sb->open_handles = 5; /* proc, out, err, timer, flush */
+  sb->out[0].open = sb->out[1].open = true;
+  uv_pipe_init(loop, &sb->to, 0);
+  uv_pipe_init(loop, &sb->from, 0);
+  sb->to.data = sb->from.data = sb;
+  uv_pipe_open(&sb->to, fds[1]);
+  uv_pipe_open(&sb->from, fds[2]);
+  sb->open_handles += 2;
+  sb->to_open = sb->from_open = true;
+  if (isolated) {
+    uv_pipe_init(loop, &sb->info, 0);
+    sb->info.data = sb;
+    uv_pipe_open(&sb->info, fds[4]);
+    sb->open_handles++;
+    sb->info_open = true;
+    uv_read_start((uv_stream_t *)&sb->info, lr__alloc, lr__on_info);
+  }
+  for (int i = 0; i < 2; i++) uv_read_start((uv_stream_t *)&sb->out[i].pipe, lr__alloc, lr__on_output);
+  uv_read_start((uv_stream_t *)&sb->from, lr__alloc, lr__on_frames);
+  /* The token first: the worker reads it before anything else. */
+  char *line = lr__xmalloc(LR_TOKEN_LEN + 1);
+  memcpy(line, sb->token, LR_TOKEN_LEN);
+  line[LR_TOKEN_LEN] = '\n';
+  lr__sandbox_write(sb, line, LR_TOKEN_LEN + 1);
+  *out = sb;
+  return 0;
+}
+
+void lr__sandbox_attach(lr_sandbox *sb, const lr_sandbox_events *events, void *ud) {
+  sb->ev = events;
+  sb->ud = ud;
+}
+
+const char *lr__sandbox_token(const lr_sandbox *sb) { return sb->token; }
+
+bool lr__sandbox_alive(const lr_sandbox *sb) { return !sb->exited && !sb->terminating && sb->from_open; }
+
+void lr__sandbox_write(lr_sandbox *sb, char *data, size_t len) {
+  if (sb->terminating || !sb->to_open) {
+    free(data);
+    return;
+  }
+  if (!sb->outbox.len && !sb->outbox.cap) {
+    /* Nothing queued: take the buffer as it is. */
+    sb->outbox.data = data;
+    sb->outbox.len = sb->outbox.cap = len;
+  } else {
+    lr__buf_append(&sb->outbox, data, len);
+    free(data);
+  }
+  if (!uv_is_active((uv_handle_t *)&sb->flush)) uv_check_start(&sb->flush, lr__on_flush);
 }
 
 void lr__sandbox_terminate(lr_sandbox *sb) {
   if (sb->terminating) return;
   sb->terminating = true;
   sb->term_at = uv_now(sb->loop);
-  lr__signal_groups(sb, SIGTERM);
-  if (sb->grace_ms == 0) {
-    lr__signal_groups(sb, SIGKILL);
+  /* Under bubblewrap nothing inside needs a grace: the host already has what
+   * it needs, and only SIGKILL of the outer process takes the namespace. */
+  if (sb->isolated || sb->grace_ms == 0 || sb->exited) {
+    lr__kill_all(sb, SIGKILL);
     sb->killed = true;
+  } else {
+    lr__kill_all(sb, SIGTERM);
   }
-  lr__close(sb, (uv_handle_t *)&sb->in);
-  lr__close(sb, (uv_handle_t *)&sb->out);
-  lr__close(sb, (uv_handle_t *)&sb->err);
-  uv_timer_start(&sb->timer, lr__on_timer, 1, 1);
-  lr__check_gone(sb);
+  lr__buf_free(&sb->outbox);
+  uv_check_stop(&sb->flush);
+  if (sb->to_open) {
+    sb->to_open = false;
+    lr__close(sb, (uv_handle_t *)&sb->to);
+  }
+  if (sb->from_open) {
+    sb->from_open = false;
+    lr__close(sb, (uv_handle_t *)&sb->from);
+  }
+  uv_timer_start(&sb->timer, lr__on_timer, 1, 2);
+  lr__check(sb);
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "frame.h"
-#include "sandbox.h"
+#include "helper_proc.h"
 
 /* Programs are text a model wrote: 64 MiB is far beyond any, and bounds
  * what a broken helper could make us buffer. */
@@ -24,7 +24,7 @@ typedef struct lr_strip_req {
  * until it is gone. */
 typedef struct lr_strip_proc {
   struct lr_stripper *st;
-  lr_sandbox *sb;
+  lr_proc *sb;
   bool dead;
   lr_frame_decoder dec;
   lr_buf stderr_tail;
@@ -126,7 +126,7 @@ static void lr__strip_on_closed(void *ud) {
   if (--st->nprocs == 0 && st->closing) uv_close((uv_handle_t *)&st->idle, lr__strip_on_idle_closed);
 }
 
-static const lr_sandbox_events lr__strip_events = {
+static const lr_proc_events lr__strip_events = {
     .on_stdout = lr__strip_on_stdout,
     .on_stderr = lr__strip_on_stderr,
     .on_exit = lr__strip_on_exit,
@@ -140,7 +140,7 @@ static void lr__strip_fail_all(lr_stripper *st, const char *why) {
   if (p) {
     st->proc = NULL;
     p->dead = true;
-    lr__sandbox_terminate(p->sb);
+    lr__proc_terminate(p->sb);
   }
   lr_strip_req *r = st->pending;
   st->pending = NULL;
@@ -170,8 +170,8 @@ static lr_strip_proc *lr__strip_spawn(lr_stripper *st, char err[LR_ERR_MAX]) {
   lr_strip_proc *p = lr__xcalloc(1, sizeof *p);
   p->st = st;
   lr__frame_decoder_init(&p->dec, LR_STRIP_MAX_FRAME);
-  lr_sandbox_spec spec = {.node_path = st->node_path, .script = st->script, .kill_grace_ms = 500};
-  if (lr__sandbox_local_start(st->loop, &spec, &lr__strip_events, p, &p->sb, err) != 0) {
+  lr_proc_spec spec = {.node_path = st->node_path, .script = st->script, .kill_grace_ms = 500};
+  if (lr__proc_start(st->loop, &spec, &lr__strip_events, p, &p->sb, err) != 0) {
     lr__frame_decoder_free(&p->dec);
     free(p);
     return NULL;
@@ -213,7 +213,7 @@ uint64_t lr__stripper_strip(lr_stripper *st, const char *program, size_t len, lr
       char *data = lr__buf_steal(&frame, &n);
       r->next = st->pending;
       st->pending = r;
-      lr__sandbox_write(st->proc->sb, data, n);
+      lr__proc_write(st->proc->sb, data, n);
       sent = true;
     }
   }

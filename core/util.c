@@ -156,3 +156,71 @@ size_t lr__utf8_prefix(const char *str, size_t len, size_t max) {
   while (i > 0 && (s[i] & 0xC0) == 0x80) i--;
   return i;
 }
+
+/* One sequence at p[0..n): 0 and *used = its length when valid; 1 and *used
+ * = the maximal subpart to replace when invalid; 2 when p is a valid start
+ * that the bytes after n may complete. */
+static int lr__utf8_step(const unsigned char *p, size_t n, size_t *used) {
+  unsigned b = p[0];
+  size_t need;
+  unsigned lo = 0x80, hi = 0xBF;
+  if (b < 0x80) return *used = 1, 0;
+  if (b >= 0xC2 && b <= 0xDF) need = 1;
+  else if (b >= 0xE0 && b <= 0xEF) {
+    need = 2;
+    if (b == 0xE0) lo = 0xA0;
+    if (b == 0xED) hi = 0x9F;
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    need = 3;
+    if (b == 0xF0) lo = 0x90;
+    if (b == 0xF4) hi = 0x8F;
+  } else {
+    return *used = 1, 1;
+  }
+  for (size_t i = 1; i <= need; i++) {
+    if (i >= n) return 2;
+    unsigned c = p[i];
+    if (c < lo || c > hi) return *used = i, 1;
+    lo = 0x80, hi = 0xBF;
+  }
+  return *used = need + 1, 0;
+}
+
+void lr__utf8_stream_feed(lr_utf8_stream *s, const char *data, size_t len, bool end, lr_buf *out) {
+  const unsigned char *p = (const unsigned char *)data;
+  unsigned char *joined = NULL;
+  if (s->npend) {
+    joined = lr__xmalloc(s->npend + len);
+    memcpy(joined, s->pend, s->npend);
+    if (len) memcpy(joined + s->npend, data, len);
+    p = joined;
+    len += s->npend;
+    s->npend = 0;
+  }
+  size_t i = 0, run = 0; /* run: start of valid bytes not yet appended */
+  while (i < len) {
+    if (p[i] < 0x80) {
+      i++;
+      continue;
+    }
+    size_t used;
+    int r = lr__utf8_step(p + i, len - i, &used);
+    if (r == 0) {
+      i += used;
+      continue;
+    }
+    lr__buf_append(out, p + run, i - run);
+    if (r == 2 && !end) {
+      s->npend = len - i;
+      memcpy(s->pend, p + i, s->npend);
+      i = run = len;
+      break;
+    }
+    if (r == 2) used = len - i;
+    lr__buf_append(out, "\xEF\xBF\xBD", 3);
+    i += used;
+    run = i;
+  }
+  lr__buf_append(out, p + run, i - run);
+  free(joined);
+}

@@ -56,4 +56,15 @@ size_t lr__utf8_prefix_valid(const char *s, size_t len);
  * ends on a code point boundary. */
 size_t lr__utf8_prefix(const char *s, size_t len, size_t max);
 
+/* Text of a byte stream read in chunks (a pipe): each chunk becomes complete
+ * code points, invalid bytes U+FFFD (per maximal subpart, as TextDecoder
+ * does); a sequence cut by the chunk's end waits for the next one. */
+typedef struct lr_utf8_stream {
+  unsigned char pend[4];
+  size_t npend;
+} lr_utf8_stream;
+
+/* Appends the text of data[0..len) to out; with end, nothing is kept back. */
+void lr__utf8_stream_feed(lr_utf8_stream *s, const char *data, size_t len, bool end, lr_buf *out);
+
 #endif

@@ -100,7 +100,7 @@ end
 
 -- Processes left by runs: runners of any runtime, and the program's markers.
 function M.leftovers(pattern)
-  local pat = pattern or (tmpdir:gsub("[%.%-]", "\\%0") .. "/lunarun-[A-Za-z0-9]+/(runner|strip)\\.mjs")
+  local pat = pattern or (tmpdir:gsub("[%.%-]", "\\%0") .. "/lunarun-[A-Za-z0-9]+/(controller|strip)\\.mjs")
   local p = io.popen("pgrep -af " .. M.q(pat) .. " 2>/dev/null")
   local s = p:read("a")
   p:close()
