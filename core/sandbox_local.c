@@ -42,7 +42,7 @@ struct lr_sandbox {
   uv_pipe_t info;      /* bubblewrap's --info-fd: the namespace's init pid */
   uv_poll_t init_poll; /* a pidfd of that init: readable once the namespace is gone */
   uv_timer_t timer;    /* kill grace, drain deadline, group polling */
-  uv_check_t flush;    /* one write per loop turn */
+  uv_prepare_t flush;  /* one write per loop turn, just before the loop waits */
   lr_buf outbox;
   lr_buf info_text;
   const lr_sandbox_events *ev;
@@ -250,9 +250,9 @@ static void lr__on_write(uv_write_t *req, int status) {
     sb->ev->on_write_error(sb->ud, uv_strerror(status));
 }
 
-static void lr__on_flush(uv_check_t *c) {
+static void lr__on_flush(uv_prepare_t *c) {
   lr_sandbox *sb = c->data;
-  uv_check_stop(c);
+  uv_prepare_stop(c);
   if (!sb->outbox.len) return;
   size_t len;
   char *data = lr__buf_steal(&sb->outbox, &len);
@@ -337,7 +337,7 @@ int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec, lr_san
     sb->out[i].pipe.data = sb;
   }
   uv_timer_init(loop, &sb->timer);
-  uv_check_init(loop, &sb->flush);
+  uv_prepare_init(loop, &sb->flush);
   sb->timer.data = sb->flush.data = sb->proc.data = sb;
 
   char *env[] = {NULL}; /* the sandbox sees none of the host's environment */
@@ -436,7 +436,7 @@ void lr__sandbox_write(lr_sandbox *sb, char *data, size_t len) {
     lr__buf_append(&sb->outbox, data, len);
     free(data);
   }
-  if (!uv_is_active((uv_handle_t *)&sb->flush)) uv_check_start(&sb->flush, lr__on_flush);
+  if (!uv_is_active((uv_handle_t *)&sb->flush)) uv_prepare_start(&sb->flush, lr__on_flush);
 }
 
 void lr__sandbox_terminate(lr_sandbox *sb) {
@@ -452,7 +452,7 @@ void lr__sandbox_terminate(lr_sandbox *sb) {
     lr__kill_all(sb, SIGTERM);
   }
   lr__buf_free(&sb->outbox);
-  uv_check_stop(&sb->flush);
+  uv_prepare_stop(&sb->flush);
   if (sb->to_open) {
     sb->to_open = false;
     lr__close(sb, (uv_handle_t *)&sb->to);

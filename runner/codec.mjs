@@ -128,6 +128,21 @@ function pinMethods(obj) {
   }
 }
 
+// Gives fn its own `apply` and `call`: node's event emitters invoke a
+// listener as `handler.apply(this, args)`, which a program that rewrote
+// Function.prototype.apply would otherwise intercept.
+function pinApply(fn) {
+  const desc = ObjectCreate(null);
+  desc.writable = false;
+  desc.enumerable = false;
+  desc.configurable = false;
+  desc.value = function apply(thisArg, args) { return ReflectApply(fn, thisArg, args === undefined || args === null ? [] : args); };
+  ReflectDefineProperty(fn, 'apply', desc);
+  desc.value = function call(thisArg, ...args) { return ReflectApply(fn, thisArg, args); };
+  ReflectDefineProperty(fn, 'call', desc);
+  return fn;
+}
+
 function push(fast, arr, v) {
   if (fast) arr[arr.length] = v;
   else defineData(arr, arr.length, v);
@@ -630,7 +645,7 @@ export {
   RegExpPrototypeExec, MapPrototypeGet, MapPrototypeSet, MapPrototypeDelete, PromisePrototypeThen,
   BufferByteLength, BufferFrom, BufferPrototypeToString, TextDecoderPrototypeDecode, utf8Lenient, utilInspect,
   isProxy, isNativeError, isArrayBufferView, processNextTick, ConsoleCtor,
-  defineData, protoClean, objectProtoPlain, pinMethods, push,
+  defineData, protoClean, objectProtoPlain, pinMethods, pinApply, push,
   stringCost, numberCost, cutUtf8, tokensCost, wireEncode, validTokens, wireDecode,
   LineReader, isPositiveSafeInteger, base64Length, TypedArrayPrototypeGetLength,
 };

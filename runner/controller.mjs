@@ -5,8 +5,11 @@
 // writes fd 4 only for the logs the worker could not send itself and for a
 // terminal frame once the worker is gone.
 
+import { writeSync } from 'node:fs';
 import { MessageChannel, Worker, receiveMessageOnPort } from 'node:worker_threads';
-import { Channel, createShared } from './channel.mjs';
+import { Socket } from 'node:net';
+import { Channel, IN_FD, createShared } from './channel.mjs';
+import { LineReader, base64Length, DEFAULT_MAX_FRAME_BYTES } from './codec.mjs';
 
 const heapMb = Number(process.argv[2]) || 512;
 const sab = createShared();
@@ -24,8 +27,20 @@ const worker = new Worker(new URL('./worker.mjs', import.meta.url), {
   env: {},
   execArgv,
   resourceLimits: { maxOldGenerationSizeMb: heapMb },
+  // What reaches the worker's own process.stdout/stderr (Node's warnings)
+  // goes to this process's fd 1/2 as it is: touching process.stdout here
+  // would make fd 1 non-blocking for the program too.
+  stdout: true,
+  stderr: true,
   name: 'lunarun',
 });
+for (const [stream, fd] of [[worker.stdout, 1], [worker.stderr, 2]]) {
+  stream.on('data', (buf) => {
+    try {
+      writeSync(fd, buf);
+    } catch {}
+  });
+}
 
 let budget = 0;
 let startupActive = 0;
@@ -109,3 +124,66 @@ worker.on('exit', (code) => {
   }
   channel.send(stats() + frame({ type: 'done', error }), true);
 });
+
+// The host's side of the channel (fd 3): the token, the boot frame, then
+// replies, one frame per line. Read here, in a realm the program cannot
+// reach (node's stream internals in the worker's realm could be hijacked by
+// a program that rewrites Function.prototype.call), decoded and checked
+// (SPEC §7 refusals), and handed to the worker in one message per read.
+const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
+const BASE64_RE = /^[A-Za-z0-9+/]*={0,2}$/;
+const TOKEN_RE = /^[0-9A-Za-z]{16,64}$/;
+let lineNo = 0;
+let maxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
+let batch = [];
+let broken = false;
+const input = new Socket({ fd: IN_FD, readable: true, writable: false });
+const reader = new LineReader(base64Length(maxFrameBytes) + 64, onLine, () => fail('a line over maxFrameBytes'));
+
+function fail(why) {
+  broken = true;
+  batch.push(['broken', `the host sent a broken frame (${why})`]);
+  return false;
+}
+
+function onLine(line) {
+  lineNo++;
+  if (lineNo === 1) {
+    const token = line.toString('latin1');
+    if (!TOKEN_RE.test(token)) return fail('no channel token');
+    channel.setToken(token);
+    return true;
+  }
+  if (line.length === 0) return fail('an empty line');
+  const s = line.toString('latin1');
+  if (s.length % 4 !== 0 || !BASE64_RE.test(s)) return fail('malformed base64');
+  const bytes = Buffer.from(s, 'base64');
+  if (bytes.length > maxFrameBytes) return fail('over maxFrameBytes');
+  let msg;
+  try {
+    msg = JSON.parse(fatalUtf8.decode(bytes));
+  } catch {
+    return fail('invalid UTF-8 or JSON');
+  }
+  if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return fail('a message that is not an object');
+  if (lineNo === 2) {
+    if (msg.type !== 'boot') return fail('the first message is not boot');
+    if (Number.isSafeInteger(msg.maxFrameBytes) && msg.maxFrameBytes > 0) maxFrameBytes = msg.maxFrameBytes;
+    reader.maxLine = base64Length(maxFrameBytes);
+    batch.push(['boot', msg]);
+  } else if (msg.type === 'reply') {
+    batch.push(['reply', msg.id, msg.ok, msg.ok ? msg.value : msg.message]);
+  }
+  return true;
+}
+
+input.on('data', (buf) => {
+  if (broken) return;
+  reader.push(buf);
+  if (batch.length > 0) {
+    port.postMessage(batch);
+    batch = [];
+  }
+});
+input.on('error', () => {});
+input.unref();

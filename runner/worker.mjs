@@ -1,8 +1,7 @@
 // lunarun's worker (docs/PROTOCOL.md): the thread that runs the program.
-// It starts before its program is known, warms up, reads the channel token
-// and then the boot frame on fd 3, runs the program and talks to the host
-// directly: calls and logs leave on fd 4 (channel.mjs), replies arrive on
-// fd 3. The controller (its main thread) only keeps the compute budget.
+// It starts before its program is known and warms up; the controller hands
+// it the boot frame and the replies it reads on fd 3; calls, logs and the
+// terminal frame leave for the host directly on fd 4 (channel.mjs).
 //
 // Every intrinsic it uses is captured when the modules are evaluated,
 // before any program code exists, and nothing is looked up afterwards on a
@@ -10,7 +9,6 @@
 // Array.prototype, Object, Promise.prototype.then, Function.prototype.call…
 // cannot corrupt transport or accounting.
 
-import { Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { performance as ownPerformance } from 'node:perf_hooks';
@@ -22,20 +20,17 @@ import {
   AsyncFunctionCtor, uncurry, StringPrototypeCharCodeAt, StringPrototypeSlice, StringPrototypeIndexOf,
   RegExpPrototypeExec, MapPrototypeGet, MapPrototypeSet, MapPrototypeDelete, PromisePrototypeThen, BufferFrom,
   BufferPrototypeToString, TextDecoderPrototypeDecode, utf8Lenient, utilInspect, isProxy, isNativeError,
-  isArrayBufferView, processNextTick, ConsoleCtor, defineData, pinMethods, stringCost, numberCost, cutUtf8,
+  isArrayBufferView, processNextTick, ConsoleCtor, defineData, pinMethods, pinApply, stringCost, numberCost, cutUtf8,
   wireEncode, wireDecode, LineReader, TypedArrayPrototypeGetLength, isPositiveSafeInteger, base64Length, DEFAULT_MAX_FRAME_BYTES,
 } from './codec.mjs';
-import { Channel, FLUSH_AT, IN_FD } from './channel.mjs';
+import { Channel, FLUSH_AT } from './channel.mjs';
 
 const MessagePortPrototypePostMessage = uncurry(MessagePort.prototype.postMessage);
-const SocketPrototypeRef = uncurry(Socket.prototype.ref);
-const SocketPrototypeUnref = uncurry(Socket.prototype.unref);
+const MessagePortPrototypeRef = uncurry(MessagePort.prototype.ref);
+const MessagePortPrototypeUnref = uncurry(MessagePort.prototype.unref);
 const JSONParse = JSON.parse;
 const MathRound = Math.round;
 const setImmediateOwn = setImmediate;
-const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
-const BASE64_RE = /^[A-Za-z0-9+/]*={0,2}$/;
-const TOKEN_RE = /^[0-9A-Za-z]{16,64}$/;
 // Captured before any program runs (a program may rewrite `performance`).
 const ownEventLoopUtilization = ownPerformance.eventLoopUtilization.bind(ownPerformance);
 const RUNNER_DIR_URL = new URL('.', import.meta.url).href;
@@ -52,81 +47,46 @@ let pendingCount = 0;
 const pending = new MapCtor();
 let onReply = null; // set by runProgram
 
-// The token, then the boot frame, then replies: one line each.
-const input = new Socket({ fd: IN_FD, readable: true, writable: false });
-pinMethods(input);
-let lineNo = 0;
-const reader = new LineReader(base64Length(DEFAULT_MAX_FRAME_BYTES) + 64, onHostLine, () => {
-  broken('a line over maxFrameBytes');
-});
-reader.maxFrame = DEFAULT_MAX_FRAME_BYTES;
-input.on('data', (buf) => reader.push(buf));
-input.on('error', () => {});
+// The controller reads fd 3 (the token, the boot frame, the replies) in its
+// own realm, which the program cannot reach, and hands them over on the
+// private port: [['boot', msg]] or [['reply', id, ok, value or message], …].
+function onControl(batch) {
+  if (finished || !ArrayIsArray(batch)) return;
+  for (let i = 0; i < batch.length; i++) {
+    const m = batch[i];
+    if (m[0] === 'boot') startRun(m[1]);
+    else if (m[0] === 'reply' && onReply !== null) onReply(m[1], m[2], m[3]);
+    else if (m[0] === 'broken') hostFailure(m[1]);
+  }
+}
+control.on('message', pinApply(onControl));
+pinMethods(control);
 
 function own(obj, key) {
   return ObjectHasOwn(obj, key) ? obj[key] : undefined;
 }
 
-// The host broke the protocol: the run ends with worker-exit.
-function broken(why) {
-  hostFailure(`the host sent a broken frame (${why})`);
-  return false;
-}
-
 function hostFailure(message) {
-  if (finished || !channel.token) return;
+  if (finished || !channel.loadToken()) return;
   finished = true;
   channel.flush(channel.line('{"type":"done","error":{"kind":"worker-exit","message":' + JSONStringify(message) + '}}'), true);
 }
 
-function onHostLine(line) {
-  if (finished) return false;
-  lineNo++;
-  if (lineNo === 1) {
-    const token = BufferPrototypeToString(line, 'latin1');
-    if (RegExpPrototypeExec(TOKEN_RE, token) === null) return false;
-    channel.setToken(token);
-    return true;
+function startRun(msg) {
+  const bad = validateBoot(msg);
+  if (bad !== null) {
+    hostFailure(`the host sent an invalid boot message (${bad})`);
+    return;
   }
-  if (TypedArrayPrototypeGetLength(line) === 0) return broken('an empty line');
-  const s = BufferPrototypeToString(line, 'latin1');
-  if (s.length % 4 !== 0 || RegExpPrototypeExec(BASE64_RE, s) === null) return broken('malformed base64');
-  const bytes = BufferFrom(s, 'base64');
-  if (TypedArrayPrototypeGetLength(bytes) > reader.maxFrame) return broken('over maxFrameBytes');
-  let msg;
-  try {
-    msg = JSONParse(TextDecoderPrototypeDecode(fatalUtf8, bytes));
-  } catch {
-    return broken('invalid UTF-8 or JSON');
-  }
-  if (msg === null || typeof msg !== 'object' || ArrayIsArray(msg)) return broken('a message that is not an object');
-  const type = own(msg, 'type');
-  if (lineNo === 2) {
-    if (type !== 'boot') return broken('the first message is not boot');
-    const bad = validateBoot(msg);
-    if (bad !== null) {
-      hostFailure(`the host sent an invalid boot message (${bad})`);
-      return false;
-    }
-    const mfb = own(msg, 'maxFrameBytes') === undefined ? DEFAULT_MAX_FRAME_BYTES : msg.maxFrameBytes;
-    reader.maxFrame = mfb;
-    reader.maxLine = base64Length(mfb);
-    runProgram({
-      program: msg.program,
-      namespaces: msg.namespaces,
-      computeMs: msg.computeMs,
-      maxOutputBytes: msg.maxOutputBytes,
-      maxOldGenerationSizeMb: msg.maxOldGenerationSizeMb,
-      maxFrameBytes: mfb,
-    });
-    return true;
-  }
-  if (type === 'reply' && onReply !== null) {
-    const id = own(msg, 'id');
-    const ok = own(msg, 'ok');
-    if (isPositiveSafeInteger(id) && typeof ok === 'boolean') onReply(id, ok, ok ? own(msg, 'value') : own(msg, 'message'));
-  }
-  return true;
+  channel.loadToken();
+  runProgram({
+    program: msg.program,
+    namespaces: msg.namespaces,
+    computeMs: msg.computeMs,
+    maxOutputBytes: msg.maxOutputBytes,
+    maxOldGenerationSizeMb: msg.maxOldGenerationSizeMb,
+    maxFrameBytes: own(msg, 'maxFrameBytes') === undefined ? DEFAULT_MAX_FRAME_BYTES : msg.maxFrameBytes,
+  });
 }
 
 function validateBoot(m) {
@@ -238,7 +198,10 @@ function runProgram(boot) {
     if (m[0] === 'done') json = m.length > 1 ? '{"type":"done","value":' + tokensJson(m[1]) + '}' : '{"type":"done"}';
     else if (m[0] === 'output-limit') json = '{"type":"output-limit"}';
     else json = '{"type":"done","error":{"kind":' + JSONStringify(m[1]) + ',"message":' + JSONStringify(m[2]) + '}}';
-    channel.flush(channel.line('{"type":"stats","computeMs":' + (computeMs > 0 ? computeMs : 0) + '}') + channel.line(json), true);
+    // Calls issued in this turn still leave first (the host cancels them).
+    const calls = callsJson === '' ? '' : channel.line('{"type":"calls","calls":[' + callsJson + ']}');
+    callsJson = '';
+    channel.flush(calls + channel.line('{"type":"stats","computeMs":' + (computeMs > 0 ? computeMs : 0) + '}') + channel.line(json), true);
   }
 
   // --- logs ---------------------------------------------------------------
@@ -368,7 +331,7 @@ function runProgram(boot) {
     const id = ++nextId;
     return ownPromise(new PromiseCtor((resolve, reject) => {
       MapPrototypeSet(pending, id, { resolve, reject, err, errInfo, member });
-      if (pendingCount++ === 0) SocketPrototypeRef(input);
+      if (pendingCount++ === 0) MessagePortPrototypeRef(control);
       // One frame per turn: a batch never grows past maxFrameBytes.
       const call = '[' + id + ',' + JSONStringify(global) + ',' + JSONStringify(member) + ',' + tokensJson(enc.tokens) + ']';
       const bytes = envelope + enc.wire;
@@ -392,7 +355,7 @@ function runProgram(boot) {
     const entry = MapPrototypeGet(pending, id);
     if (entry === undefined) return; // unknown or already answered
     MapPrototypeDelete(pending, id);
-    if (--pendingCount === 0) SocketPrototypeUnref(input);
+    if (--pendingCount === 0) MessagePortPrototypeUnref(control);
     if (finished) return;
     if (ok === true) {
       const dec = wireDecode(payload);
@@ -403,7 +366,7 @@ function runProgram(boot) {
       entry.reject(fillError(entry.err, entry.errInfo, entry.member, message));
     }
   };
-  if (pendingCount === 0) SocketPrototypeUnref(input); // referenced only while calls are pending
+  if (pendingCount === 0) MessagePortPrototypeUnref(control); // referenced only while calls are pending
 
   function makeErrorClass(name) {
     const holder = { [name]: class extends ErrorCtor {} };
@@ -533,20 +496,20 @@ function runProgram(boot) {
       return false;
     }
   };
-  process.on('uncaughtException', (e) => { if (!ownsEvent('uncaughtException')) onThrown(e); });
-  process.on('unhandledRejection', (e) => { if (!ownsEvent('unhandledRejection')) onThrown(e); });
+  process.on('uncaughtException', pinApply((e) => { if (!ownsEvent('uncaughtException')) onThrown(e); }));
+  process.on('unhandledRejection', pinApply((e) => { if (!ownsEvent('unhandledRejection')) onThrown(e); }));
   const originalExit = process.exit;
   process.exit = function exit(code) {
     exitRequested = true;
     return ReflectApply(originalExit, process, arguments);
   };
-  process.on('exit', (code) => {
+  process.on('exit', pinApply((code) => {
     if (finished) return;
     try {
       channel.flush('');
     } catch {}
     MessagePortPrototypePostMessage(control, ['exit', code, exitRequested]);
-  });
+  }));
 
   // --- compile and run ------------------------------------------------------
 

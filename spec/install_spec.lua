@@ -53,7 +53,7 @@ describe("the installed files", function()
 
   it("are in place: library, header, pkg-config file, Lua module, runner, CLI", function()
     for _, f in ipairs({ "bin/lunarun", "lib/liblunarun.so", "include/lunarun.h", "lib/pkgconfig/lunarun.pc",
-      "lib/lua/5.4/lunarun.so", "share/lunarun/runner.mjs", "share/lunarun/bindings/kv.lua" }) do
+      "lib/lua/5.4/lunarun.so", "share/lunarun/controller.mjs", "share/lunarun/worker.mjs", "share/lunarun/bindings/kv.lua" }) do
       assert.is_true(os.rename(prefix .. "/" .. f, prefix .. "/" .. f), f .. " is not installed")
     end
     local pc = "PKG_CONFIG_PATH=" .. h.q(prefix .. "/lib/pkgconfig") .. " pkg-config "
