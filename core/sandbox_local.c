@@ -166,7 +166,6 @@ static void lr__on_exit(uv_process_t *p, int64_t status, int term_signal) {
     status = 0;
   }
   if (sb->ev && sb->ev->on_exit) sb->ev->on_exit(sb->ud, status, term_signal);
-  if (!sb->terminating && sb->ev == NULL) lr__sandbox_terminate(sb); /* a pooled one died */
   lr__check(sb);
 }
 
