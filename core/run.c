@@ -204,7 +204,12 @@ static int lr__on_frame(void *ud, lr_json *msg) {
       run->stats.compute_ms = (uint64_t)cms->u.num;
   } else if (strcmp(t, "controller") == 0) {
     lr_json *pid = lr__json_get(msg, "pid");
-    if (lr__safe_id(pid) && pid->u.num > 1 && pid->u.num < 4194305) lr__sandbox_add_group(run->sb, (int)pid->u.num);
+    /* Under bwrap the pid is one of the sandbox's PID namespace: never
+     * signal it (a host group of that number is someone else's). Killing
+     * the outer bwrap takes the whole namespace. */
+    if (run->rt->cfg.isolation == LR_ISOLATION_NONE && lr__safe_id(pid) && pid->u.num > 1 &&
+        pid->u.num < 4194305)
+      lr__sandbox_add_group(run->sb, (int)pid->u.num);
   }
   /* Anything else is malformed and dropped. */
   lr__json_free(msg);
@@ -238,6 +243,9 @@ static void lr__bridge_ended(lr_run *run) {
   char how[64];
   if (run->exit_signal)
     snprintf(how, sizeof how, "was killed by signal %d", run->exit_signal);
+  else if (run->rt->cfg.isolation == LR_ISOLATION_BWRAP && run->exit_status > 128 && run->exit_status < 128 + 65)
+    /* bwrap reports a child killed by signal n as exit status 128 + n. */
+    snprintf(how, sizeof how, "was killed by signal %d", (int)(run->exit_status - 128));
   else
     snprintf(how, sizeof how, "exited with code %" PRId64, run->exit_status);
   int n = (int)run->stderr_tail.len;
@@ -328,12 +336,24 @@ static void lr__on_stripped(void *ud, bool ok, bool broken, const char *text, si
       lr__run_settle(run, LR_EXCEPTION, text, len);
     return;
   }
+  /* Isolation is the runtime's (checked when it was made); the rest of the
+   * sandbox's shape may be the run's. Until the host starts the controller
+   * itself, the launcher must be allowed to start it: it passes the
+   * controller its own flags, without --allow-child-process when the
+   * program may not start processes. */
+  lr_config cfg = run->cfg;
+  cfg.isolation = run->rt->cfg.isolation;
+  cfg.allow_child_processes = true;
+  static const char *const no_children[] = {"--no-child-processes", NULL};
   lr_sandbox_spec spec = {
       .node_path = run->rt->node_path,
-      .script = run->rt->runner_path,
+      .script = "runner.mjs",
       .kill_grace_ms = run->cfg.kill_grace_ms,
-      .max_memory_bytes = run->cfg.max_process_memory_mb * 1024 * 1024,
       .prlimit_path = run->rt->prlimit_path,
+      .cfg = &cfg,
+      .runtime_dir = run->rt->dir,
+      .bwrap_path = run->rt->bwrap_path,
+      .script_args = run->cfg.allow_child_processes ? NULL : no_children,
   };
   char err[LR_ERR_MAX];
   if (lr__sandbox_local_start(run->rt->loop, &spec, &lr__run_events, run, &run->sb, err) != 0) {
@@ -469,6 +489,7 @@ int lr_run_start(lr_runtime *rt, const char *program, size_t len, const lr_run_o
   }
   lr_run *run = lr__xcalloc(1, sizeof *run);
   run->rt = rt;
+  run->stats.isolation = rt->cfg.isolation;
   run->id = ++rt->next_run_id;
   run->nnamespaces = rt->nnamespaces;
   run->visible = visible;
@@ -551,6 +572,7 @@ char *lr_result_json(const lr_result *r, size_t *len) {
     lr__json_number((double)stats[i].v, num);
     lr__buf_append_str(&b, num);
   }
+  lr__buf_append_str(&b, r->stats.isolation == LR_ISOLATION_NONE ? ",\"isolation\":\"none\"" : ",\"isolation\":\"bwrap\"");
   lr__buf_append_str(&b, "}}");
   return lr__buf_steal(&b, len);
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "isolation.h"
 #include "names.h"
 #include "runtime.h"
 #include "runtime_ext.h"
@@ -106,6 +107,15 @@ static char *lr__find_program(const char *name) {
   return found;
 }
 
+/* With isolation = bwrap: the runner world-readable, the sandbox's /etc,
+ * and both reachable by the sandbox's uid. */
+static int lr__install_isolated(lr_runtime *rt, char *err) {
+  if (chmod(rt->runner_path, 0644) != 0)
+    return lr__errf(err, "cannot change the mode of %s: %s", rt->runner_path, strerror(errno));
+  if (lr__isolation_prepare(&rt->cfg, rt->dir, err) != 0) return -1;
+  return lr__isolation_readable(rt->runner_path, "the runner", err);
+}
+
 int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, char *err) {
   *out = NULL;
   lr_config defaults;
@@ -121,6 +131,14 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
     free(node);
     return lr__errf(err, "maxProcessMemoryMb needs util-linux's prlimit, which is not installed");
   }
+  char *bwrap = NULL;
+  if (config->isolation == LR_ISOLATION_BWRAP &&
+      (lr__isolation_check(config, &bwrap, err) != 0 || lr__isolation_readable(node, "Node", err) != 0)) {
+    free(bwrap);
+    free(node);
+    free(prlimit);
+    return -1;
+  }
   const char *root = config->runtime_root;
   if (!root || !*root) root = getenv("TMPDIR");
   if (!root || !*root) root = "/tmp";
@@ -130,6 +148,7 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
     free(dir);
     free(node);
     free(prlimit);
+    free(bwrap);
     return -1;
   }
   lr_runtime *rt = lr__xcalloc(1, sizeof *rt);
@@ -137,18 +156,25 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   lr_config_copy(&rt->cfg, config);
   rt->node_path = node;
   rt->prlimit_path = prlimit;
+  rt->bwrap_path = bwrap;
   rt->dir = dir;
   rt->runner_path = lr__path_join(dir, "runner.mjs");
   rt->strip_path = lr__path_join(dir, "strip.mjs");
+  /* With bwrap the sandbox's uid reads the runner (and its /etc files)
+   * through a folder it may search but not list (lr__isolation_prepare). */
   if (lr__write_file(rt->runner_path, lr__runner_source, lr__runner_source_len, err) != 0 ||
-      lr__write_file(rt->strip_path, lr__strip_source, lr__strip_source_len, err) != 0) {
+      lr__write_file(rt->strip_path, lr__strip_source, lr__strip_source_len, err) != 0 ||
+      (bwrap && lr__install_isolated(rt, err) != 0)) {
     unlink(rt->runner_path);
+    unlink(rt->strip_path);
+    lr__isolation_cleanup(dir);
     rmdir(dir);
     free(rt->runner_path);
     free(rt->strip_path);
     free(dir);
     free(node);
     free(prlimit);
+    free(bwrap);
     lr_config_free(&rt->cfg);
     free(rt);
     return -1;
@@ -255,12 +281,14 @@ static void lr__runtime_maybe_disposed(lr_runtime *rt) {
   if (rt->close_ext) rt->close_ext(rt->ext);
   unlink(rt->runner_path);
   unlink(rt->strip_path);
+  if (rt->bwrap_path) lr__isolation_cleanup(rt->dir);
   rmdir(rt->dir);
   free(rt->runner_path);
   free(rt->strip_path);
   free(rt->dir);
   free(rt->node_path);
   free(rt->prlimit_path);
+  free(rt->bwrap_path);
   lr_config_free(&rt->cfg);
   void (*cb)(void *) = rt->on_disposed;
   void *ud = rt->disposed_ud;

@@ -32,6 +32,7 @@ struct lr_runtime {
   lr_config cfg;
   char *node_path;   /* resolved, absolute */
   char *prlimit_path; /* util-linux's prlimit, for maxProcessMemoryMb */
+  char *bwrap_path;  /* bubblewrap, checked at creation; NULL with isolation = none */
   char *dir;         /* the folder the runner is installed into */
   char *runner_path;
   char *strip_path;

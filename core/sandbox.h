@@ -29,6 +29,14 @@ typedef struct lr_sandbox_spec {
   uint64_t kill_grace_ms;
   uint64_t max_memory_bytes; /* RLIMIT_AS of the process and its children; 0 = none */
   const char *prlimit_path;  /* util-linux's prlimit, which applies it */
+  /* The isolation (core/isolation.h). cfg NULL: a plain Node process on
+   * script (the strip helper). Else script is runtime_dir/<name>, and cfg's
+   * isolation, network, tmpMb, maxProcesses, mounts and
+   * maxProcessMemoryMb (instead of max_memory_bytes) shape the sandbox. */
+  const struct lr_config *cfg;
+  const char *runtime_dir;
+  const char *bwrap_path;
+  const char *const *script_args; /* NULL-terminated, may be NULL */
 } lr_sandbox_spec;
 
 /* Starts the process in its own process group. On failure nothing is left

@@ -3,6 +3,7 @@
  * owns, SIGKILL after the grace, and waiting until the process is reaped,
  * its pipes are closed and no living process is left in those groups. */
 #include "sandbox.h"
+#include "isolation.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -158,6 +159,39 @@ static void lr__on_write(uv_write_t *req, int status) {
 int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec,
                             const lr_sandbox_events *events, void *ud, lr_sandbox **out,
                             char err[LR_ERR_MAX]) {
+  /* The command (core/isolation.h): prlimit applies the address-space cap,
+   * then execs Node (or bwrap, then prlimit, then Node), so the cap holds
+   * for the runner and everything it starts. */
+  lr_config plain_cfg;
+  const lr_config *cfg = spec->cfg;
+  const char *dir = spec->runtime_dir, *name = spec->script;
+  char *dir_copy = NULL;
+  if (!cfg) {
+    lr_config_init(&plain_cfg);
+    plain_cfg.isolation = LR_ISOLATION_NONE;
+    plain_cfg.max_process_memory_mb = 0;
+    cfg = &plain_cfg;
+  }
+  if (!dir) {
+    const char *slash = strrchr(spec->script, '/');
+    dir = dir_copy = slash ? lr__xmemdup(spec->script, (size_t)(slash - spec->script)) : lr__xstrdup(".");
+    name = slash ? slash + 1 : spec->script;
+  }
+  lr_sandbox_cmd_spec cs = {
+      .cfg = cfg,
+      .node_path = spec->node_path,
+      .runtime_dir = dir,
+      .bwrap_path = spec->bwrap_path,
+      .prlimit_path = spec->prlimit_path,
+      .script = name,
+      .script_args = spec->script_args,
+      .info_fd = -1,
+  };
+  lr_sandbox_cmd cmd;
+  int crc = lr__sandbox_command(&cs, &cmd, err);
+  free(dir_copy);
+  if (crc != 0) return -1;
+  char **args = cmd.argv;
   lr_sandbox *sb = lr__xcalloc(1, sizeof *sb);
   sb->loop = loop;
   sb->ev = *events;
@@ -169,16 +203,6 @@ int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec,
   uv_timer_init(loop, &sb->timer);
   sb->in.data = sb->out.data = sb->err.data = sb->timer.data = sb->proc.data = sb;
 
-  /* The address-space cap is applied by prlimit, which then execs Node: the
-   * cap holds for the runner and everything it starts (libuv has no hook to
-   * set it between fork and exec). */
-  char as_arg[48];
-  snprintf(as_arg, sizeof as_arg, "--as=%llu", (unsigned long long)spec->max_memory_bytes);
-  char *plain[] = {(char *)spec->node_path, "--disable-warning=ExperimentalWarning", (char *)spec->script, NULL};
-  char *capped[] = {(char *)spec->prlimit_path, as_arg, "--core=0", "--", (char *)spec->node_path,
-                    "--disable-warning=ExperimentalWarning", (char *)spec->script, NULL};
-  bool cap = spec->max_memory_bytes && spec->prlimit_path;
-  char **args = cap ? capped : plain;
   char *env[] = {NULL}; /* the sandbox sees none of the host's environment */
   uv_stdio_container_t stdio[3] = {
       {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&sb->in},
@@ -194,9 +218,15 @@ int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec,
       .stdio_count = 3,
       .stdio = stdio,
   };
+  if (cmd.uid >= 0) {
+    opts.uid = (uv_uid_t)cmd.uid;
+    opts.gid = (uv_gid_t)cmd.gid;
+    opts.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+  }
   int rc = uv_spawn(loop, &sb->proc, &opts);
+  if (rc != 0) lr__errf(err, "cannot start %s: %s", args[0], uv_strerror(rc));
+  lr__sandbox_cmd_free(&cmd);
   if (rc != 0) {
-    lr__errf(err, "cannot start %s: %s", spec->node_path, uv_strerror(rc));
     /* Nothing was started: close the handles and free without callbacks. */
     sb->ev.on_closed = NULL;
     sb->exited = true;
