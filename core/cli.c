@@ -179,6 +179,7 @@ int main(int argc, char **argv) {
   char err[LR_ERR_MAX];
   lr_config cfg;
   lr_config_init(&cfg);
+  cfg.pool_size = 0; /* one run: a warm pool would only cost a second sandbox */
   uv_loop_init(&cli.loop);
   int code = LR_EXIT_MISUSE;
   char *program = NULL;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "isolation.h"
 #include "json.h"
 #include "lua_values.h"
 #include "runtime_ext.h"
@@ -736,6 +737,87 @@ static void lr__lua_namespace_free(void *ud) {
 
 /* ---- config and bindings files ------------------------------------------- */
 
+/* mounts = { { host = "/abs", at = "/abs", write = false }, ... }: replaces
+ * the mounts set so far. Unknown fields are misuse, naming the field. */
+static int lr__lua_mounts(lua_State *L, int idx, lr_config *cfg, char *err) {
+  if (!lua_istable(L, idx))
+    return lr__errf(err, "config: mounts must be a list of { host = \"/abs/path\", at = \"/abs/path\", write = false } "
+                         "tables, got %s", luaL_typename(L, idx));
+  lua_Integer n = luaL_len(L, idx);
+  size_t count = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    count++;
+    bool ok = lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= n;
+    lua_pop(L, 1);
+    if (!ok) {
+      lua_pop(L, 1);
+      return lr__errf(err, "config: mounts must be a list (keys 1, 2, ...)");
+    }
+  }
+  if ((lua_Integer)count != n) return lr__errf(err, "config: mounts must be a list (keys 1, 2, ...)");
+  lr_config fresh = *cfg;
+  fresh.mounts = NULL;
+  fresh.nmounts = 0;
+  int rc = 0;
+  for (lua_Integer i = 1; rc == 0 && i <= n; i++) {
+    lua_rawgeti(L, idx, i);
+    int m = lua_gettop(L);
+    if (!lua_istable(L, m)) {
+      rc = lr__errf(err, "config: mounts[%lld] must be a table { host = ..., at = ..., write = ... }, got %s",
+                    (long long)i, luaL_typename(L, m));
+    } else {
+      const char *host = NULL, *at = NULL;
+      bool write = false;
+      lua_pushnil(L);
+      while (rc == 0 && lua_next(L, m)) {
+        const char *f = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        if (f && (strcmp(f, "host") == 0 || strcmp(f, "at") == 0)) {
+          if (lua_type(L, -1) != LUA_TSTRING)
+            rc = lr__errf(err, "config: mounts[%lld].%s must be a string, got %s", (long long)i, f,
+                          luaL_typename(L, -1));
+          else if (f[0] == 'h')
+            host = lua_tostring(L, -1);
+          else
+            at = lua_tostring(L, -1);
+        } else if (f && strcmp(f, "write") == 0) {
+          if (lua_type(L, -1) != LUA_TBOOLEAN)
+            rc = lr__errf(err, "config: mounts[%lld].write must be a boolean, got %s", (long long)i,
+                          luaL_typename(L, -1));
+          else
+            write = lua_toboolean(L, -1);
+        } else {
+          rc = lr__errf(err, "config: mounts[%lld]: unknown field \"%s\" (known: host, at, write)", (long long)i,
+                        f ? f : luaL_typename(L, -2));
+        }
+        lua_pop(L, 1);
+      }
+      if (rc != 0) lua_pop(L, 1); /* the key lua_next left */
+      else if (!host || !at)
+        rc = lr__errf(err, "config: mounts[%lld] needs %s", (long long)i, !host ? "host" : "at");
+      else {
+        char inner[LR_ERR_MAX];
+        if (lr_config_add_mount(&fresh, host, at, write, inner) != 0)
+          rc = lr__errf(err, "config: mounts[%lld]: %s", (long long)i, inner + (strncmp(inner, "config: mounts: ", 16) == 0 ? 16 : 0));
+      }
+    }
+    lua_settop(L, m - 1);
+  }
+  if (rc != 0) {
+    lr_config tmp = fresh;
+    tmp.node_path = tmp.runtime_root = NULL;
+    lr_config_free(&tmp);
+    return -1;
+  }
+  /* Replace the old list with the new one. */
+  lr_config old = *cfg;
+  old.node_path = old.runtime_root = NULL;
+  lr_config_free(&old);
+  cfg->mounts = fresh.mounts;
+  cfg->nmounts = fresh.nmounts;
+  return 0;
+}
+
 int lr__lua_config_from_table(lua_State *L, int idx, lr_config *cfg, const char *where, char *err) {
   idx = lua_absindex(L, idx);
   int top = lua_gettop(L);
@@ -748,10 +830,17 @@ int lr__lua_config_from_table(lua_State *L, int idx, lr_config *cfg, const char 
     } else {
       const char *key = lua_tostring(L, -2);
       int t = lua_type(L, -1);
-      if (t == LUA_TNUMBER)
+      if (strcmp(key, "mounts") == 0)
+        rc = lr__lua_mounts(L, lua_gettop(L), cfg, inner);
+      else if (t == LUA_TNUMBER)
         rc = lr_config_set_number(cfg, key, lua_tonumber(L, -1), inner);
       else if (t == LUA_TSTRING)
         rc = lr_config_set(cfg, key, lua_tostring(L, -1), inner);
+      else if (t == LUA_TBOOLEAN)
+        rc = lr__config_set_bool(cfg, key, lua_toboolean(L, -1), inner);
+      else if (strcmp(key, "allowChildProcesses") == 0)
+        rc = lr__errf(inner, "config: allowChildProcesses must be a boolean (true or false), got %s",
+                      luaL_typename(L, -1));
       else
         rc = lr__errf(inner, "config: %s must be a number or a string, got %s", key, luaL_typename(L, -1));
       if (rc) lr__errf(err, "%s: %s", where, inner);

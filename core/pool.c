@@ -79,6 +79,7 @@ static void lr__pool_arm(struct lr_pool *p) {
 
 static struct lr_pool *lr__pool_get(lr_runtime *rt) {
   if (rt->pool || rt->cfg.pool_size == 0 || rt->disposing) return rt->pool;
+  if (rt->bwrap_path == NULL && rt->cfg.isolation != LR_ISOLATION_NONE) return NULL;
   struct lr_pool *p = lr__xcalloc(1, sizeof *p);
   p->rt = rt;
   p->size = rt->cfg.pool_size;
@@ -110,7 +111,7 @@ lr_sandbox *lr__pool_take(lr_runtime *rt, const lr_config *cfg) {
 
 /* Called whenever a run ends or a sandbox is gone: refills when idle. */
 void lr__pool_sandbox_gone(lr_runtime *rt) {
-  struct lr_pool *p = rt->pool;
+  struct lr_pool *p = lr__pool_get(rt);
   if (!p || p->closing || p->dormant || rt->disposing || rt->nruns > 0) return;
   /* Every sandbox that is not pooled is gone: nothing is being reaped. */
   if (rt->nsandboxes != p->nready) return;

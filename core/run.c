@@ -489,6 +489,7 @@ int lr_run_start(lr_runtime *rt, const char *program, size_t len, const lr_run_o
   }
   lr_run *run = lr__xcalloc(1, sizeof *run);
   run->rt = rt;
+  run->stats.isolation = rt->cfg.isolation;
   run->id = ++rt->next_run_id;
   run->nnamespaces = rt->nnamespaces;
   run->visible = visible;
@@ -571,6 +572,7 @@ char *lr_result_json(const lr_result *r, size_t *len) {
     lr__json_number((double)stats[i].v, num);
     lr__buf_append_str(&b, num);
   }
+  lr__buf_append_str(&b, r->stats.isolation == LR_ISOLATION_NONE ? ",\"isolation\":\"none\"" : ",\"isolation\":\"bwrap\"");
   lr__buf_append_str(&b, "}}");
   return lr__buf_steal(&b, len);
 }

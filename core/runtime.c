@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "isolation.h"
 #include "names.h"
 #include "runtime.h"
 #include "runtime_ext.h"
@@ -42,11 +43,15 @@ static char *lr__path_join(const char *dir, const char *name) {
 
 /* Removes what lr_runtime_new installed into rt->dir, and the folder. */
 static void lr__runtime_remove_files(lr_runtime *rt) {
+  char *runner_dir = lr__path_join(rt->dir, "runner");
   for (const struct lr_embedded *f = lr__runner_files; f->name; f++) {
-    char *path = lr__path_join(rt->dir, f->name);
+    char *path = lr__path_join(runner_dir, f->name);
     unlink(path);
     free(path);
   }
+  rmdir(runner_dir);
+  free(runner_dir);
+  lr__isolation_cleanup(rt->dir);
   rmdir(rt->dir);
 }
 
@@ -119,6 +124,16 @@ static char *lr__find_program(const char *name) {
   return found;
 }
 
+/* With isolation = bwrap: the runner world-readable, the sandbox's /etc,
+ * and both reachable by the sandbox's uid. */
+static int lr__install_isolated(lr_runtime *rt, char *err) {
+  if (lr__isolation_prepare(&rt->cfg, rt->dir, err) != 0) return -1;
+  char *controller = lr__path_join(rt->dir, "runner/controller.mjs");
+  int rc = lr__isolation_readable(controller, "the runner", err);
+  free(controller);
+  return rc;
+}
+
 int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, char *err) {
   *out = NULL;
   lr_config defaults;
@@ -134,6 +149,14 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
     free(node);
     return lr__errf(err, "maxProcessMemoryMb needs util-linux's prlimit, which is not installed");
   }
+  char *bwrap = NULL;
+  if (config->isolation == LR_ISOLATION_BWRAP &&
+      (lr__isolation_check(config, &bwrap, err) != 0 || lr__isolation_readable(node, "Node", err) != 0)) {
+    free(bwrap);
+    free(node);
+    free(prlimit);
+    return -1;
+  }
   const char *root = config->runtime_root;
   if (!root || !*root) root = getenv("TMPDIR");
   if (!root || !*root) root = "/tmp";
@@ -143,6 +166,7 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
     free(dir);
     free(node);
     free(prlimit);
+    free(bwrap);
     return -1;
   }
   lr_runtime *rt = lr__xcalloc(1, sizeof *rt);
@@ -150,28 +174,43 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   lr_config_copy(&rt->cfg, config);
   rt->node_path = node;
   rt->prlimit_path = prlimit;
+  rt->bwrap_path = bwrap;
   rt->dir = dir;
-  rt->strip_path = lr__path_join(dir, "strip.mjs");
-  for (const struct lr_embedded *f = lr__runner_files; f->name; f++) {
-    char *path = lr__path_join(dir, f->name);
-    int rc = lr__write_file(path, f->data, f->len, err);
+  rt->strip_path = lr__path_join(dir, "runner/strip.mjs");
+  /* The runner's files in a folder of their own, readable by a sandbox's
+   * dropped uid: the sandbox sees this folder and nothing else of ours. */
+  char *runner_dir = lr__path_join(dir, "runner");
+  int made = 0;
+  if (mkdir(runner_dir, 0755) != 0 || chmod(runner_dir, 0755) != 0)
+    made = lr__errf(err, "cannot make %s: %s", runner_dir, strerror(errno));
+  free(runner_dir);
+  for (const struct lr_embedded *f = lr__runner_files; made == 0 && f->name; f++) {
+    char *path = lr__path_join(dir, "runner");
+    char *file = lr__path_join(path, f->name);
+    made = lr__write_file(file, f->data, f->len, err);
+    if (made == 0 && chmod(file, 0644) != 0)
+      made = lr__errf(err, "cannot change the mode of %s: %s", file, strerror(errno));
+    free(file);
     free(path);
-    if (rc != 0) {
-      lr__runtime_remove_files(rt);
-      free(rt->strip_path);
-      free(dir);
-      free(node);
-      free(prlimit);
-      lr_config_free(&rt->cfg);
-      free(rt);
-      return -1;
-    }
+  }
+  if (made == 0 && bwrap) made = lr__install_isolated(rt, err);
+  if (made != 0) {
+    lr__runtime_remove_files(rt);
+    free(bwrap);
+    free(rt->strip_path);
+    free(dir);
+    free(node);
+    free(prlimit);
+    lr_config_free(&rt->cfg);
+    free(rt);
+    return -1;
   }
   /* A runner that dies while we write its stdin must not kill the host. */
   struct sigaction sa;
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   rt->stripper = lr__stripper_new(loop, rt->node_path, rt->strip_path);
   *out = rt;
+  lr__pool_sandbox_gone(rt); /* the warm pool fills now: the first run finds it ready */
   return 0;
 }
 
@@ -252,7 +291,7 @@ const lr_namespace *lr__runtime_find_namespace(const lr_runtime *rt, const char 
 }
 
 static void lr__runtime_maybe_disposed(lr_runtime *rt) {
-  if (!rt->disposing || rt->nruns > 0 || !rt->stripper_closed || rt->nsandboxes > 0) return;
+  if (!rt->disposing || rt->nruns > 0 || !rt->stripper_closed || rt->nsandboxes > 0 || rt->pool) return;
   for (size_t i = 0; i < rt->nnamespaces; i++) {
     lr_namespace *ns = rt->namespaces[i];
     if (ns->free_ud) ns->free_ud(ns->ud);
@@ -272,6 +311,7 @@ static void lr__runtime_maybe_disposed(lr_runtime *rt) {
   free(rt->dir);
   free(rt->node_path);
   free(rt->prlimit_path);
+  free(rt->bwrap_path);
   lr_config_free(&rt->cfg);
   void (*cb)(void *) = rt->on_disposed;
   void *ud = rt->disposed_ud;
@@ -284,6 +324,7 @@ void lr__runtime_run_finished(lr_runtime *rt, lr_run *run) {
   else rt->runs = run->next;
   if (run->next) run->next->prev = run->prev;
   rt->nruns--;
+  lr__pool_sandbox_gone(rt);
   lr__runtime_maybe_disposed(rt);
 }
 
@@ -303,6 +344,8 @@ void lr_runtime_dispose(lr_runtime *rt, void (*on_disposed)(void *ud), void *ud)
   lr__pool_close(rt);
   lr__stripper_close(rt->stripper, lr__on_stripper_closed, rt);
 }
+
+void lr__runtime_pool_closed(lr_runtime *rt) { lr__runtime_maybe_disposed(rt); }
 
 /* A sandbox of this runtime is entirely gone: disposal waits for all. */
 static void lr__on_sandbox_gone(void *ud) {

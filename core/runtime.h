@@ -32,11 +32,11 @@ struct lr_runtime {
   lr_config cfg;
   char *node_path;   /* resolved, absolute */
   char *prlimit_path; /* util-linux's prlimit, for maxProcessMemoryMb */
+  char *bwrap_path;  /* bubblewrap, checked at creation; NULL with isolation = none */
   char *dir;         /* the folder the runner is installed into */
   char *strip_path;
   lr_namespace **namespaces; /* pointers: calls hold them across additions */
   size_t nnamespaces;
-  char *bwrap_path;   /* bubblewrap, when sandboxes are isolated; else NULL */
   lr_stripper *stripper;
   size_t nsandboxes;  /* started and not yet entirely gone (pooled ones too) */
   struct lr_pool *pool;
@@ -132,6 +132,8 @@ lr_sandbox *lr__runtime_take_sandbox(lr_runtime *rt, const lr_config *cfg, bool 
 lr_sandbox *lr__pool_take(lr_runtime *rt, const lr_config *cfg);
 void lr__pool_sandbox_gone(lr_runtime *rt);
 void lr__pool_close(lr_runtime *rt);
+/* runtime.c: the pool's handles are closed. */
+void lr__runtime_pool_closed(lr_runtime *rt);
 
 /* call.c */
 /* Queues a call behind the run's read/write gate and dispatches what the

@@ -306,7 +306,9 @@ int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec, lr_san
    * which only costs speed. */
   (void)fcntl(fds[2], F_SETPIPE_SZ, 1 << 20);
 
-  const char *args[] = {NULL};
+  char heap[24];
+  snprintf(heap, sizeof heap, "%llu", (unsigned long long)spec->cfg->max_old_generation_size_mb);
+  const char *args[] = {heap, NULL};
   lr_sandbox_cmd_spec cs = {
       .cfg = spec->cfg,
       .node_path = spec->node_path,

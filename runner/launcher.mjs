@@ -909,7 +909,12 @@ function launcherMain() {
   function startController(boot) {
     token = randomBytes(16).toString('hex');
     try {
-      child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', RUNNER_PATH, '--controller'], {
+      // The controller gets the launcher's own Node flags (under isolation:
+      // --permission and its grants), without --allow-child-process when the
+      // host said the program may not start processes.
+      const noChildren = process.argv.includes('--no-child-processes');
+      const flags = process.execArgv.filter((f) => !(noChildren && f === '--allow-child-process'));
+      child = spawn(process.execPath, [...flags, RUNNER_PATH, '--controller'], {
         detached: true,
         stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
         env: {},
@@ -1214,6 +1219,9 @@ function controllerMain() {
     port = port1;
     try {
       worker = new Worker(new URL(RUNNER_URL), {
+        // Its own flags: the controller's without --allow-worker, so a nested
+        // `new Worker(..., { execArgv: [] })` cannot shed --permission.
+        execArgv: process.execArgv.filter((f) => f !== '--allow-worker'),
         workerData: { lunarunRole: 'worker', port: port2, boot: b },
         transferList: [port2],
         env: {},

@@ -9,6 +9,8 @@ local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 M.root = here .. "../"
 M.bin = os.getenv("LUNARUN_BIN") or (M.root .. "build/lunarun")
 M.fixtures = here .. "fixtures/"
+M.isolation = os.getenv("LUNARUN_ISOLATION")
+if M.isolation == "" then M.isolation = nil end
 
 -- Absolute paths, for commands that run in another folder.
 function M.abspath(p)
@@ -78,6 +80,10 @@ function M.run(program, opts)
     args[#args + 1] = "--bindings " .. M.q(b)
   end
   if opts.config then args[#args + 1] = "--config " .. M.q(opts.config) end
+  -- LUNARUN_ISOLATION=none runs the specs without isolation (the test
+  -- command runs the main specs in both modes); a test's own sets come
+  -- later and win.
+  if M.isolation then args[#args + 1] = "--set isolation=" .. M.q(M.isolation) end
   for _, s in ipairs(opts.sets or {}) do
     args[#args + 1] = "--set " .. M.q(s)
   end
@@ -99,6 +105,10 @@ function M.raw_value(stdout)
 end
 
 -- Processes left by runs: runners of any runtime, and the program's markers.
+-- Under bwrap the processes inside show sandbox paths (/opt/lunarun/...), but
+-- the outer bwrap and the namespace's init (bwrap too) carry the host path of
+-- the runner they bind, and everything inside dies with them: matching them
+-- is enough.
 function M.leftovers(pattern)
   local pat = pattern or (tmpdir:gsub("[%.%-]", "\\%0") .. "/lunarun-[A-Za-z0-9]+/(controller|strip)\\.mjs")
   local p = io.popen("pgrep -af " .. M.q(pat) .. " 2>/dev/null")

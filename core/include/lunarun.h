@@ -40,6 +40,7 @@
 #ifndef LUNARUN_H
 #define LUNARUN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -51,6 +52,15 @@ extern "C" {
 #define LR_ERR_MAX 512
 
 /* ---- Configuration (SPEC §2) ------------------------------------------ */
+
+#define LR_ISOLATION_BWRAP 0 /* bubblewrap: namespaces, a minimal read-only filesystem */
+#define LR_ISOLATION_NONE 1  /* a plain Node process with the host user's rights */
+
+/* A host path shown inside the sandbox at `at` (read-only unless write). */
+typedef struct lr_mount {
+  char *host, *at;
+  bool write;
+} lr_mount;
 
 /* Every limit of a run, plus where Node and the runtime's files are.
  * Strings are owned by the config: set them with lr_config_set and release
@@ -69,6 +79,21 @@ typedef struct lr_config {
                                           to allocate beyond it */
   char *node_path;    /* nodePath: the Node binary (>= 22.13); NULL = built-in default */
   char *runtime_root; /* runtimeRoot: where a runtime installs its files; NULL = $TMPDIR or /tmp */
+  /* Isolation of the local sandbox (README, "Isolation"). isolation is the
+   * runtime's: it is checked once when the runtime is created, and a run's
+   * own config cannot change it. */
+  int isolation;              /* isolation: LR_ISOLATION_BWRAP (default) or LR_ISOLATION_NONE */
+  bool network_host;          /* network = "host" (true) or "none" (false, default) */
+  uint64_t tmp_mb;            /* tmpMb: size cap of the sandbox's private /tmp, default 64 */
+  uint64_t max_processes;     /* maxProcesses: tasks (processes + threads) of one sandbox,
+                                 default 256 (RLIMIT_NPROC inside its own user namespace) */
+  bool allow_child_processes; /* allowChildProcesses: default true */
+  lr_mount *mounts;           /* mounts: host folders or files shown inside; add with
+                                 lr_config_add_mount */
+  size_t nmounts;
+  uint64_t pool_size;         /* poolSize: warm sandboxes kept ready, default 2 (0 = none) */
+  uint64_t pool_idle_ms;      /* poolIdleMs: a pooled sandbox unused this long is ended,
+                                 default 300000 */
 } lr_config;
 
 /* Fills c with the defaults. */
@@ -89,10 +114,15 @@ int lr_config_check(const lr_config *c, char *err);
 /* Sets keys from a Lua config file (a chunk returning {key = value}). */
 int lr_config_load_file(lr_config *c, const char *path, char *err);
 
+/* Adds a mount (the `mounts` key): host and at are absolute paths, host
+ * exists, at is not `/`, `/tmp`, nor under /proc, /dev, /usr, /opt/lunarun
+ * or /opt/node. Refused with a message naming `mounts`. */
+int lr_config_add_mount(lr_config *c, const char *host, const char *at, bool write, char *err);
+
 /* Copies src into dst (dst's old strings are not freed: init it first). */
 void lr_config_copy(lr_config *dst, const lr_config *src);
 
-/* Releases the strings of c. */
+/* Releases the strings and mounts of c. */
 void lr_config_free(lr_config *c);
 
 /* ---- Results (SPEC §4) ------------------------------------------------- */
@@ -122,6 +152,7 @@ typedef struct lr_stats {
   uint64_t output_bytes;  /* what the result's logs + value/message cost (SPEC §5) */
   uint64_t binding_calls; /* calls the program made */
   uint64_t log_entries;   /* log entries the program emitted (kept or not) */
+  int isolation;          /* the isolation in force: LR_ISOLATION_BWRAP or LR_ISOLATION_NONE */
 } lr_stats;
 
 typedef struct lr_result {
