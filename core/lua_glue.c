@@ -832,15 +832,16 @@ int lr__lua_config_from_table(lua_State *L, int idx, lr_config *cfg, const char 
       int t = lua_type(L, -1);
       if (strcmp(key, "mounts") == 0)
         rc = lr__lua_mounts(L, lua_gettop(L), cfg, inner);
+      else if (t != LUA_TBOOLEAN && strcmp(key, "allowChildProcesses") == 0)
+        rc = lr__errf(inner, "config: allowChildProcesses must be a boolean (true or false), got %s%s%.100s%s",
+                      luaL_typename(L, -1), t == LUA_TSTRING ? " \"" : "", t == LUA_TSTRING ? lua_tostring(L, -1) : "",
+                      t == LUA_TSTRING ? "\"" : "");
       else if (t == LUA_TNUMBER)
         rc = lr_config_set_number(cfg, key, lua_tonumber(L, -1), inner);
       else if (t == LUA_TSTRING)
         rc = lr_config_set(cfg, key, lua_tostring(L, -1), inner);
       else if (t == LUA_TBOOLEAN)
         rc = lr__config_set_bool(cfg, key, lua_toboolean(L, -1), inner);
-      else if (strcmp(key, "allowChildProcesses") == 0)
-        rc = lr__errf(inner, "config: allowChildProcesses must be a boolean (true or false), got %s",
-                      luaL_typename(L, -1));
       else
         rc = lr__errf(inner, "config: %s must be a number or a string, got %s", key, luaL_typename(L, -1));
       if (rc) lr__errf(err, "%s: %s", where, inner);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test/check.h"
@@ -319,6 +320,9 @@ int main(void) {
     perror("mkdtemp");
     return 1;
   }
+  /* Under isolation = bwrap as root, the sandbox's uid (65534) must reach
+   * the runtime folders below: searchable, not listable. */
+  chmod(root, 0711);
   uv_loop_init(&loop);
   char err[LR_ERR_MAX];
 
