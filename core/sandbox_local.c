@@ -116,8 +116,12 @@ static void lr__close(lr_sandbox *sb, uv_handle_t *h) {
 static void lr__kill_all(lr_sandbox *sb, int sig) {
   if (sb->isolated) {
     /* The outer bubblewrap: its death takes the namespace's init with it
-     * (--die-with-parent), and the init's death every process inside. */
+     * (--die-with-parent), and the init's death every process inside. The
+     * init too, through its pidfd (a host pid, never reused under us): a
+     * bwrap killed right after its start may not have armed the
+     * parent-death signal yet. */
     if (!sb->exited) kill(sb->proc.pid, sig);
+    if (sb->init_pidfd >= 0 && sig == SIGKILL) syscall(SYS_pidfd_send_signal, sb->init_pidfd, SIGKILL, NULL, 0);
   } else {
     kill(-sb->pgid, sig);
   }
@@ -234,6 +238,7 @@ static void lr__on_info(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     sb->open_handles++;
     sb->init_polling = true;
     uv_poll_start(&sb->init_poll, UV_READABLE, lr__on_init_gone);
+    if (sb->killed) syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
   } else if (fd >= 0) {
     close(fd);
   }

@@ -186,4 +186,9 @@ input.on('data', (buf) => {
   }
 });
 input.on('error', () => {});
+// The host closed the channel: it is gone or done with this sandbox. Exit
+// rather than wait for a boot frame that will never come (a sandbox whose
+// outer process died before it could pass on the parent-death signal must
+// not outlive its host).
+input.on('end', () => process.exit(0));
 input.unref();
