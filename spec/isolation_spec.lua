@@ -374,6 +374,21 @@ return "ok";
     healthy()
   end)
 
+  -- The CLI, copied where uid 65534 can run it (the build may be in a folder
+  -- others cannot search, e.g. a clone under /root).
+  local bindir
+  local function reachable_bin()
+    if not bindir then
+      bindir = h.tmpfile()
+      os.execute("mkdir -p " .. h.q(bindir) .. " && chmod 755 " .. h.q(bindir) .. " && cp " .. h.q(h.bin) .. " " ..
+        h.q(bindir .. "/lunarun") .. " && chmod 755 " .. h.q(bindir .. "/lunarun"))
+    end
+    return bindir .. "/lunarun"
+  end
+  teardown(function()
+    if bindir then os.execute("rm -rf " .. h.q(bindir)) end
+  end)
+
   -- Runs the CLI on `return 1` as uid 65534 inside a bwrap of the spec's
   -- own that changes the machine as extra (bwrap arguments) says.
   local function cli_in(extra, sets)
@@ -383,7 +398,7 @@ return "ok";
     os.execute("chmod 644 " .. h.q(prog))
     local out = h.tmpfile()
     local _, _, code = os.execute("TMPDIR=" .. h.q(home) .. " setpriv --reuid=65534 --regid=65534 --clear-groups -- " ..
-      "bwrap --unshare-user --dev-bind / / " .. extra .. " -- " .. h.q(h.bin) .. " run " .. (sets or "") .. " " ..
+      "bwrap --unshare-user --dev-bind / / " .. extra .. " -- " .. h.q(reachable_bin()) .. " run " .. (sets or "") .. " " ..
       h.q(prog) .. " >" .. out .. " 2>&1")
     local text = h.slurp(out)
     os.remove(out)
@@ -429,7 +444,7 @@ return "ok";
     os.execute("chmod 644 " .. h.q(prog))
     local out = h.tmpfile()
     local _, _, code = os.execute("TMPDIR=" .. h.q(home) .. " setpriv --reuid=65534 --regid=65534 --clear-groups -- " ..
-      h.q(h.bin) .. " run --json " .. h.q(prog) .. " >" .. out .. " 2>&1")
+      h.q(reachable_bin()) .. " run --json " .. h.q(prog) .. " >" .. out .. " 2>&1")
     local text = h.slurp(out)
     os.remove(out)
     os.remove(prog)
