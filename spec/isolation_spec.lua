@@ -374,6 +374,64 @@ return "ok";
     healthy()
   end)
 
+  -- The CLI, copied where uid 65534 can run it (the build may be in a folder
+  -- others cannot search, e.g. a clone under /root).
+  local bindir
+  local function reachable_bin()
+    if not bindir then
+      bindir = h.tmpfile()
+      os.execute("mkdir -p " .. h.q(bindir) .. " && chmod 755 " .. h.q(bindir) .. " && cp " .. h.q(h.bin) .. " " ..
+        h.q(bindir .. "/lunarun") .. " && chmod 755 " .. h.q(bindir .. "/lunarun"))
+    end
+    return bindir .. "/lunarun"
+  end
+  teardown(function()
+    if bindir then os.execute("rm -rf " .. h.q(bindir)) end
+  end)
+
+  -- Runs the CLI on `return 1` as uid 65534 inside a bwrap of the spec's
+  -- own that changes the machine as extra (bwrap arguments) says.
+  local function cli_in(extra, sets)
+    local home = h.tmpfile()
+    os.execute("mkdir -p " .. h.q(home) .. " && chmod 777 " .. h.q(home))
+    local prog = h.tmpfile("return 1", ".ts")
+    os.execute("chmod 644 " .. h.q(prog))
+    local out = h.tmpfile()
+    local _, _, code = os.execute("TMPDIR=" .. h.q(home) .. " setpriv --reuid=65534 --regid=65534 --clear-groups -- " ..
+      "bwrap --unshare-user --dev-bind / / " .. extra .. " -- " .. h.q(reachable_bin()) .. " run " .. (sets or "") .. " " ..
+      h.q(prog) .. " >" .. out .. " 2>&1")
+    local text = h.slurp(out)
+    os.remove(out)
+    os.remove(prog)
+    local left = io.popen("ls -A " .. h.q(home)):read("a")
+    os.execute("rmdir " .. h.q(home))
+    assert.are.equal("", left)
+    return code, text
+  end
+
+  it("refuses to create a runtime where user namespaces are refused, naming the opt-out", function()
+    if io.popen("id -u"):read("l") ~= "0" then return end
+    local code, text = cli_in("--disable-userns")
+    assert.are.equal(2, code, text)
+    assert.are.equal("lunarun: isolation \"bwrap\" cannot create its sandbox here (bwrap: Creating new namespace " ..
+      "failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)): unprivileged user namespaces " ..
+      "are refused (e.g. Ubuntu >= 23.10's AppArmor restriction, or user.max_user_namespaces = 0): allow them; " ..
+      "or set isolation = \"none\" to run programs without isolation\n", text)
+    -- The explicit opt-out runs there.
+    code, text = cli_in("--disable-userns", "--set isolation=none")
+    assert.are.same({ 0, "1\n" }, { code, text })
+    healthy()
+  end)
+
+  it("refuses to create a runtime without bwrap, naming the opt-out", function()
+    if io.popen("id -u"):read("l") ~= "0" then return end
+    local code, text = cli_in("--ro-bind /dev/null /usr/bin/bwrap")
+    assert.are.equal(2, code, text)
+    assert.are.equal("lunarun: isolation \"bwrap\" needs bubblewrap (bwrap), which is not installed: install it " ..
+      "(Debian: apt-get install bubblewrap), or set isolation = \"none\" to run programs without isolation\n", text)
+    healthy()
+  end)
+
   it("works for an ordinary user, through an unprivileged user namespace", function()
     local uid = io.popen("id -u"):read("l")
     if uid ~= "0" then return end -- already ordinary: every other test proves it
@@ -386,7 +444,7 @@ return "ok";
     os.execute("chmod 644 " .. h.q(prog))
     local out = h.tmpfile()
     local _, _, code = os.execute("TMPDIR=" .. h.q(home) .. " setpriv --reuid=65534 --regid=65534 --clear-groups -- " ..
-      h.q(h.bin) .. " run --json " .. h.q(prog) .. " >" .. out .. " 2>&1")
+      h.q(reachable_bin()) .. " run --json " .. h.q(prog) .. " >" .. out .. " 2>&1")
     local text = h.slurp(out)
     os.remove(out)
     os.remove(prog)
