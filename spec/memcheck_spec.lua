@@ -11,7 +11,11 @@ local function memcheck(program, args)
   local r = h.cli_wrapped("valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite "
     .. "--show-leak-kinds=definite --trace-children=no --log-file=" .. log,
     "run --json " .. (args or "") .. " " .. h.q(prog))
-  local report = h.slurp(log)
+  -- Valgrind 3.19 does not know pidfd_open (434) and pidfd_send_signal
+  -- (424): it warns, the call fails with ENOSYS, and the host then awaits bwrap
+  -- alone. The warning is not a finding about the host.
+  local report = h.slurp(log):gsub("%-%-%d+%-%- WARNING: unhandled amd64%-linux syscall: 4[23]4\n", "")
+    :gsub("%-%-%d+%-%- [^\n]*\n", "")
   os.remove(prog)
   os.remove(log)
   h.assert_clean()
