@@ -122,8 +122,8 @@ catch (e) { return [e.code, e.permission, e.resource]; }
     -- /proc/1 is bwrap (pitfall: its command line shows host paths); the
     -- paths it names do not exist inside.
     local v = value(run(sh(
-      "d=$(tr '\\0' '\\n' < /proc/1/cmdline | grep '/runner.mjs$' | head -1); " ..
-      "echo \"${d%/runner.mjs}\"; ls \"${d%/runner.mjs}\" 2>&1; ls /tmp")))
+      "d=$(tr '\\0' '\\n' < /proc/1/cmdline | grep '/lunarun-[^/]*/runner$' | head -1); " ..
+      "echo \"${d%/runner}\"; ls \"${d%/runner}\" 2>&1; ls /tmp")))
     local dir = v[2]:match("^([^\n]+)\n")
     assert.truthy(dir and dir:find(h.tmpdir .. "/lunarun-", 1, true) == 1, v[2])
     assert.are.same({ 0, dir .. "\nls: cannot access '" .. dir .. "': No such file or directory\n", "" }, v)
