@@ -1,18 +1,14 @@
-/* The local backend: the runner is a child process of the host in a session
- * and process group of its own. Ending it means SIGTERM to every group it
- * owns, SIGKILL after the grace, and waiting until the process is reaped,
- * its pipes are closed and no living process is left in those groups. */
+/* A helper process of the host (the type-stripping helper): Node on a script,
+ * in a session and process group of its own, talking on its stdio. Ending it
+ * means SIGTERM to its group, SIGKILL after the grace, and waiting until the
+ * process is reaped, its pipes are closed and its group is empty. */
 #include "helper_proc.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
-
-#define LR_MAX_GROUPS 4
 
 struct lr_proc {
   uv_loop_t *loop;
@@ -21,8 +17,6 @@ struct lr_proc {
   uv_timer_t timer; /* kill grace and group polling */
   lr_proc_events ev;
   void *ud;
-  int groups[LR_MAX_GROUPS];
-  int ngroups;
   int open_handles;
   uint64_t grace_ms;
   uint64_t term_at;
@@ -34,36 +28,6 @@ typedef struct lr_write_req {
   uv_write_t req;
   char *data;
 } lr_write_req;
-
-/* True while a process that is not a zombie is in group pgid. kill(-g, 0)
- * answers for most cases; zombies (orphans the init of a container may never
- * reap) still count for kill, so a hit is confirmed by reading /proc. */
-static bool lr__group_alive(int pgid) {
-  if (kill(-pgid, 0) != 0 && errno == ESRCH) return false;
-  DIR *d = opendir("/proc");
-  if (!d) return true;
-  bool alive = false;
-  struct dirent *e;
-  while (!alive && (e = readdir(d))) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    char path[300], buf[512];
-    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* pid (comm) state ppid pgrp ...; comm may hold spaces and parens. */
-    char *rp = strrchr(buf, ')');
-    char state;
-    int ppid, pgrp;
-    if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
-        state != 'Z' && state != 'X')
-      alive = true;
-  }
-  closedir(d);
-  return alive;
-}
 
 static void lr__maybe_closed(lr_proc *sb) {
   if (sb->open_handles == 0) {
@@ -82,24 +46,16 @@ static void lr__close(lr_proc *sb, uv_handle_t *h) {
   if (!uv_is_closing(h)) uv_close(h, lr__on_handle_closed);
 }
 
-static void lr__signal_groups(lr_proc *sb, int sig) {
-  for (int i = 0; i < sb->ngroups; i++) kill(-sb->groups[i], sig);
-}
-
-static bool lr__any_group_alive(lr_proc *sb) {
-  for (int i = 0; i < sb->ngroups; i++)
-    if (lr__group_alive(sb->groups[i])) return true;
-  return false;
-}
+static void lr__signal_group(lr_proc *sb, int sig) { kill(-sb->proc.pid, sig); }
 
 /* Once terminating: escalate after the grace, finish when all is gone. */
 static void lr__check_gone(lr_proc *sb) {
   if (!sb->terminating || sb->closing_timer) return;
   if (!sb->killed && uv_now(sb->loop) >= sb->term_at + sb->grace_ms) {
-    lr__signal_groups(sb, SIGKILL);
+    lr__signal_group(sb, SIGKILL);
     sb->killed = true;
   }
-  if (!sb->exited || lr__any_group_alive(sb)) return;
+  if (!sb->exited || lr__group_alive(sb->proc.pid)) return;
   sb->closing_timer = true;
   uv_timer_stop(&sb->timer);
   lr__close(sb, (uv_handle_t *)&sb->timer);
@@ -208,7 +164,6 @@ int lr__proc_start(uv_loop_t *loop, const lr_proc_spec *spec,
     return -1;
   }
   sb->open_handles = 5;
-  sb->groups[sb->ngroups++] = sb->proc.pid;
   uv_read_start((uv_stream_t *)&sb->out, lr__alloc, lr__on_read);
   uv_read_start((uv_stream_t *)&sb->err, lr__alloc, lr__on_read);
   *out = sb;
@@ -231,21 +186,13 @@ void lr__proc_write(lr_proc *sb, char *data, size_t len) {
   }
 }
 
-void lr__proc_add_group(lr_proc *sb, int pgid) {
-  if (pgid <= 1 || sb->ngroups == LR_MAX_GROUPS) return;
-  for (int i = 0; i < sb->ngroups; i++)
-    if (sb->groups[i] == pgid) return;
-  sb->groups[sb->ngroups++] = pgid;
-  if (sb->terminating) kill(-pgid, sb->killed ? SIGKILL : SIGTERM);
-}
-
 void lr__proc_terminate(lr_proc *sb) {
   if (sb->terminating) return;
   sb->terminating = true;
   sb->term_at = uv_now(sb->loop);
-  lr__signal_groups(sb, SIGTERM);
+  lr__signal_group(sb, SIGTERM);
   if (sb->grace_ms == 0) {
-    lr__signal_groups(sb, SIGKILL);
+    lr__signal_group(sb, SIGKILL);
     sb->killed = true;
   }
   lr__close(sb, (uv_handle_t *)&sb->in);

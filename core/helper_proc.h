@@ -1,7 +1,7 @@
-/* What a backend gives the run state machine: start a process, write its
- * stdin, read its stdout/stderr, signal its process group(s), and say when
- * everything of it is gone. Frames, ledger and run state live above this
- * line and are shared by every backend. */
+/* A helper process of the host (the type-stripping helper, core/strip.c):
+ * start Node on a script, write its stdin, read its stdout/stderr, end it
+ * and say when everything of it is gone. Runs have their sandbox
+ * (core/sandbox.h). */
 #ifndef LR_HELPER_PROC_H
 #define LR_HELPER_PROC_H
 
@@ -19,7 +19,7 @@ typedef struct lr_proc_events {
   /* A write failed (e.g. the process is gone). */
   void (*on_write_error)(void *ud, const char *message);
   /* Everything is gone: the process reaped, its pipes closed, every process
-   * group it was given empty. The sandbox is freed after this returns. */
+   * group empty. It is freed after this returns. */
   void (*on_closed)(void *ud);
 } lr_proc_events;
 
@@ -40,11 +40,7 @@ int lr__proc_start(uv_loop_t *loop, const lr_proc_spec *spec,
 /* Writes to stdin; takes ownership of data (malloc'd). */
 void lr__proc_write(lr_proc *sb, char *data, size_t len);
 
-/* Another process group that belongs to this sandbox (the runner's
- * controller): it is signalled and awaited with the main one. */
-void lr__proc_add_group(lr_proc *sb, int pgid);
-
-/* Ends the sandbox: SIGTERM to every group, SIGKILL after the grace, stops
+/* Ends the process: SIGTERM to its group, SIGKILL after the grace, stops
  * reading, and reports on_closed once nothing is left. Idempotent. */
 void lr__proc_terminate(lr_proc *sb);
 

@@ -55,6 +55,7 @@ struct lr_sandbox {
   bool isolated, from_open, to_open, info_open, init_polling;
   int open_handles;
   uint64_t grace_ms, term_at, exit_at;
+  unsigned polls;
   bool exited, terminating, killed, released, closing;
 };
 
@@ -62,35 +63,6 @@ typedef struct lr_write_req {
   uv_write_t req;
   char *data;
 } lr_write_req;
-
-/* True while a process that is not a zombie is in group pgid (zombies, that
- * the init of a container may never reap, still count for kill(2)). */
-static bool lr__group_alive(int pgid) {
-  if (kill(-pgid, 0) != 0 && errno == ESRCH) return false;
-  DIR *d = opendir("/proc");
-  if (!d) return true;
-  bool alive = false;
-  struct dirent *e;
-  while (!alive && (e = readdir(d))) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    char path[300], buf[512];
-    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* pid (comm) state ppid pgrp ...; comm may hold spaces and parens. */
-    char *rp = strrchr(buf, ')');
-    char state;
-    int ppid, pgrp;
-    if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid && state != 'Z' &&
-        state != 'X')
-      alive = true;
-  }
-  closedir(d);
-  return alive;
-}
 
 static void lr__maybe_gone(lr_sandbox *sb) {
   if (sb->open_handles > 0) return;
@@ -158,7 +130,13 @@ static void lr__check(lr_sandbox *sb) {
   lr__close(sb, (uv_handle_t *)&sb->proc);
 }
 
-static void lr__on_timer(uv_timer_t *t) { lr__check(t->data); }
+static void lr__on_timer(uv_timer_t *t) {
+  lr_sandbox *sb = t->data;
+  /* Fast at first (a killed sandbox is gone within a few ms), then back off:
+   * without a namespace each poll may read /proc. */
+  if (++sb->polls == 50) uv_timer_set_repeat(t, 10);
+  lr__check(sb);
+}
 
 static void lr__on_exit(uv_process_t *p, int64_t status, int term_signal) {
   lr_sandbox *sb = p->data;

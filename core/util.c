@@ -1,6 +1,9 @@
 /* Buffers, checked allocation, error text and UTF-8 checks. */
 #include "util.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,3 +227,34 @@ void lr__utf8_stream_feed(lr_utf8_stream *s, const char *data, size_t len, bool 
   lr__buf_append(out, p + run, i - run);
   free(joined);
 }
+
+/* True while a process that is not a zombie is in group pgid. kill(-g, 0)
+ * answers for most cases; zombies (orphans the init of a container may never
+ * reap) still count for kill, so a hit is confirmed by reading /proc. */
+bool lr__group_alive(int pgid) {
+  if (kill(-pgid, 0) != 0 && errno == ESRCH) return false;
+  DIR *d = opendir("/proc");
+  if (!d) return true;
+  bool alive = false;
+  struct dirent *e;
+  while (!alive && (e = readdir(d))) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* pid (comm) state ppid pgrp ...; comm may hold spaces and parens. */
+    char *rp = strrchr(buf, ')');
+    char state;
+    int ppid, pgrp;
+    if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
+        state != 'Z' && state != 'X')
+      alive = true;
+  }
+  closedir(d);
+  return alive;
+}
+

@@ -1,5 +1,5 @@
 /* Small helpers every engine file uses: growable byte buffers, error text,
- * UTF-8 checks. Only libc here. */
+ * UTF-8 checks. Only libc here. */ 
 #ifndef LR_UTIL_H
 #define LR_UTIL_H
 
@@ -55,6 +55,10 @@ size_t lr__utf8_prefix_valid(const char *s, size_t len);
 /* Length of the longest prefix of s[0..len) that is at most max bytes and
  * ends on a code point boundary. */
 size_t lr__utf8_prefix(const char *s, size_t len, size_t max);
+
+/* True while a process that is not a zombie is in process group pgid (the
+ * sandbox's and the strip helper's ends are awaited with it). */
+bool lr__group_alive(int pgid);
 
 /* Text of a byte stream read in chunks (a pipe): each chunk becomes complete
  * code points, invalid bytes U+FFFD (per maximal subpart, as TextDecoder
