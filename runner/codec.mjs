@@ -1,7 +1,7 @@
 // The runner's shared code: captured intrinsics, the output ledger (SPEC §5),
 // the wire codec (SPEC §6) and line reading. Imported by the worker (which
 // must capture every intrinsic before any program code exists: this module
-// is evaluated first) and by the launcher.
+// is evaluated first), by the controller and by the launcher.
 
 import * as util from 'node:util';
 
@@ -215,25 +215,6 @@ function cutUtf8(s, max) {
     i += step;
   }
   return StringPrototypeSlice(s, 0, i);
-}
-
-// Compact-JSON cost of the value that a token array describes.
-function tokensCost(tokens) {
-  let cost = 0;
-  for (let i = 0; i < tokens.length; i++) {
-    const t = tokens[i];
-    if (typeof t === 'string') cost += stringCost(t);
-    else if (typeof t === 'number') cost += numberCost(t);
-    else if (t === true || t === null) cost += 4;
-    else if (t === false) cost += 5;
-    else if (t && t.kind === 'array') cost += 2 + (t.length > 0 ? t.length - 1 : 0);
-    else if (t && t.kind === 'object' && ArrayIsArray(t.keys)) {
-      const ks = t.keys;
-      cost += 2 + (ks.length > 0 ? ks.length - 1 : 0);
-      for (let j = 0; j < ks.length; j++) cost += stringCost(StringCtor(ks[j])) + 1;
-    }
-  }
-  return cost;
 }
 
 // ---------------------------------------------------------------------------
@@ -454,8 +435,8 @@ function wireEncode(root, costLimit, wireLimit, rootName) {
   }
 }
 
-// Wire validation (SPEC §6), iterative, for the launcher: token arrays from
-// the host, parsed by JSON.parse in a realm no program runs in. Refuses a
+// Wire validation (SPEC §6), iterative, for the controller: token arrays
+// from the host, parsed by JSON.parse in a realm no program runs in. Refuses a
 // marker with missing or extra keys or a wrong kind, a length beyond the
 // tokens left, keys that are not strings or repeat, a bare array token,
 // -0 / non-finite numbers, trailing tokens, and anything that is not exactly
@@ -498,7 +479,7 @@ function validTokens(tokens) {
 }
 
 // Wire decoding, iterative, for the worker. Its input was validated by the
-// launcher (validTokens) and structured-cloned here, so it only re-checks
+// controller (validTokens) and structured-cloned here, so it only re-checks
 // shapes cheaply, reading own data properties only. Builds ordinary objects
 // and arrays of this realm by definition (an own "__proto__" key stays a
 // key). Returns {ok: true, value} or {ok: false}.
@@ -646,6 +627,6 @@ export {
   BufferByteLength, BufferFrom, BufferPrototypeToString, TextDecoderPrototypeDecode, utf8Lenient, utilInspect,
   isProxy, isNativeError, isArrayBufferView, processNextTick, ConsoleCtor,
   defineData, protoClean, objectProtoPlain, pinMethods, pinApply, push,
-  stringCost, numberCost, cutUtf8, tokensCost, wireEncode, validTokens, wireDecode,
+  stringCost, numberCost, cutUtf8, wireEncode, validTokens, wireDecode,
   LineReader, isPositiveSafeInteger, base64Length, TypedArrayPrototypeGetLength,
 };

@@ -9,7 +9,7 @@ import { writeSync } from 'node:fs';
 import { MessageChannel, Worker, receiveMessageOnPort } from 'node:worker_threads';
 import { Socket } from 'node:net';
 import { Channel, IN_FD, createShared } from './channel.mjs';
-import { LineReader, base64Length, DEFAULT_MAX_FRAME_BYTES } from './codec.mjs';
+import { LineReader, base64Length, validTokens, DEFAULT_MAX_FRAME_BYTES } from './codec.mjs';
 
 const heapMb = Number(process.argv[2]) || 512;
 const sab = createShared();
@@ -172,7 +172,10 @@ function onLine(line) {
     reader.maxLine = base64Length(maxFrameBytes);
     batch.push(['boot', msg]);
   } else if (msg.type === 'reply') {
-    batch.push(['reply', msg.id, msg.ok, msg.ok ? msg.value : msg.message]);
+    // Value tokens that fail the SPEC §6 checks reach the program as a
+    // rejection (the worker's decoder only re-checks shapes).
+    if (msg.ok === true && !validTokens(msg.value)) batch.push(['reply', msg.id, false, 'binding resolution must be lossless JSON']);
+    else batch.push(['reply', msg.id, msg.ok, msg.ok ? msg.value : msg.message]);
   }
   return true;
 }

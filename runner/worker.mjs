@@ -18,10 +18,10 @@ import {
   ReflectApply, ReflectDefineProperty, ReflectGetPrototypeOf, ObjectCreate, ObjectHasOwn, ArrayIsArray,
   ErrorPrototype, ErrorCtor, TypeErrorCtor, ErrorCaptureStackTrace, StringCtor, PromiseCtor, MapCtor, JSONStringify,
   AsyncFunctionCtor, uncurry, StringPrototypeCharCodeAt, StringPrototypeSlice, StringPrototypeIndexOf,
-  RegExpPrototypeExec, MapPrototypeGet, MapPrototypeSet, MapPrototypeDelete, PromisePrototypeThen, BufferFrom,
+  MapPrototypeGet, MapPrototypeSet, MapPrototypeDelete, PromisePrototypeThen, BufferFrom,
   BufferPrototypeToString, TextDecoderPrototypeDecode, utf8Lenient, utilInspect, isProxy, isNativeError,
   isArrayBufferView, processNextTick, ConsoleCtor, defineData, pinMethods, pinApply, stringCost, numberCost, cutUtf8,
-  wireEncode, wireDecode, LineReader, TypedArrayPrototypeGetLength, isPositiveSafeInteger, base64Length, DEFAULT_MAX_FRAME_BYTES,
+  wireEncode, wireDecode, isPositiveSafeInteger, DEFAULT_MAX_FRAME_BYTES,
 } from './codec.mjs';
 import { Channel, FLUSH_AT } from './channel.mjs';
 
