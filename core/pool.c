@@ -59,7 +59,7 @@ static void lr__pool_on_timer(uv_timer_t *t) {
     }
   }
   p->nready = kept;
-  lr__pool_sandbox_gone(p->rt);
+  lr__pool_refill(p->rt);
   lr__pool_arm(p);
 }
 
@@ -110,7 +110,7 @@ lr_sandbox *lr__pool_take(lr_runtime *rt, const lr_config *cfg) {
 }
 
 /* Called whenever a run ends or a sandbox is gone: refills when idle. */
-void lr__pool_sandbox_gone(lr_runtime *rt) {
+void lr__pool_refill(lr_runtime *rt) {
   struct lr_pool *p = lr__pool_get(rt);
   if (!p || p->closing || p->dormant || rt->disposing || rt->nruns > 0) return;
   /* Every sandbox that is not pooled is gone: nothing is being reaped. */

@@ -355,7 +355,7 @@ static void lr__on_stripped(void *ud, bool ok, bool broken, const char *text, si
     return;
   }
   char err[LR_ERR_MAX];
-  run->sb = lr__runtime_take_sandbox(run->rt, &run->cfg, &run->pooled, err);
+  run->sb = lr__runtime_take_sandbox(run->rt, &run->cfg, err);
   if (!run->sb) {
     lr__settlef(run, LR_WORKER_EXIT, "the sandbox did not start: %s", err);
     return;

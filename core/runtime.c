@@ -183,16 +183,14 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   int made = 0;
   if (mkdir(runner_dir, 0755) != 0 || chmod(runner_dir, 0755) != 0)
     made = lr__errf(err, "cannot make %s: %s", runner_dir, strerror(errno));
-  free(runner_dir);
   for (const struct lr_embedded *f = lr__runner_files; made == 0 && f->name; f++) {
-    char *path = lr__path_join(dir, "runner");
-    char *file = lr__path_join(path, f->name);
+    char *file = lr__path_join(runner_dir, f->name);
     made = lr__write_file(file, f->data, f->len, err);
     if (made == 0 && chmod(file, 0644) != 0)
       made = lr__errf(err, "cannot change the mode of %s: %s", file, strerror(errno));
     free(file);
-    free(path);
   }
+  free(runner_dir);
   if (made == 0 && bwrap) made = lr__install_isolated(rt, err);
   if (made != 0) {
     lr__runtime_remove_files(rt);
@@ -210,7 +208,7 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   rt->stripper = lr__stripper_new(loop, rt->node_path, rt->strip_path);
   *out = rt;
-  lr__pool_sandbox_gone(rt); /* the warm pool fills now: the first run finds it ready */
+  lr__pool_refill(rt); /* the warm pool fills now: the first run finds it ready */
   return 0;
 }
 
@@ -324,7 +322,7 @@ void lr__runtime_run_finished(lr_runtime *rt, lr_run *run) {
   else rt->runs = run->next;
   if (run->next) run->next->prev = run->prev;
   rt->nruns--;
-  lr__pool_sandbox_gone(rt);
+  lr__pool_refill(rt);
   lr__runtime_maybe_disposed(rt);
 }
 
@@ -351,7 +349,7 @@ void lr__runtime_pool_closed(lr_runtime *rt) { lr__runtime_maybe_disposed(rt); }
 static void lr__on_sandbox_gone(void *ud) {
   lr_runtime *rt = ud;
   rt->nsandboxes--;
-  lr__pool_sandbox_gone(rt);
+  lr__pool_refill(rt);
   lr__runtime_maybe_disposed(rt);
 }
 
@@ -371,9 +369,8 @@ lr_sandbox *lr__runtime_start_sandbox(lr_runtime *rt, const lr_config *cfg, char
   return sb;
 }
 
-lr_sandbox *lr__runtime_take_sandbox(lr_runtime *rt, const lr_config *cfg, bool *pooled, char err[LR_ERR_MAX]) {
+lr_sandbox *lr__runtime_take_sandbox(lr_runtime *rt, const lr_config *cfg, char err[LR_ERR_MAX]) {
   lr_sandbox *sb = lr__pool_take(rt, cfg);
-  *pooled = sb != NULL;
   return sb ? sb : lr__runtime_start_sandbox(rt, cfg, err);
 }
 

@@ -93,7 +93,7 @@ struct lr_run {
   size_t nlogs, logs_cap;
   lr_ledger ledger;
   /* Bridge state. */
-  bool frames_ended, exited, terminal_seen, oom_hint, ledger_over, pooled;
+  bool frames_ended, exited, terminal_seen, oom_hint, ledger_over;
   int64_t exit_status;
   int exit_signal;
   uint64_t last_call_id;
@@ -126,11 +126,11 @@ void lr__runtime_run_finished(lr_runtime *rt, lr_run *run);
 /* A new sandbox for a run with config cfg (counted until it is gone). */
 lr_sandbox *lr__runtime_start_sandbox(lr_runtime *rt, const lr_config *cfg, char err[LR_ERR_MAX]);
 /* A warm one from the pool when one fits cfg, else a new one. */
-lr_sandbox *lr__runtime_take_sandbox(lr_runtime *rt, const lr_config *cfg, bool *pooled, char err[LR_ERR_MAX]);
+lr_sandbox *lr__runtime_take_sandbox(lr_runtime *rt, const lr_config *cfg, char err[LR_ERR_MAX]);
 
 /* pool.c: warm sandboxes, started before their program is known. */
 lr_sandbox *lr__pool_take(lr_runtime *rt, const lr_config *cfg);
-void lr__pool_sandbox_gone(lr_runtime *rt);
+void lr__pool_refill(lr_runtime *rt);
 void lr__pool_close(lr_runtime *rt);
 /* runtime.c: the pool's handles are closed. */
 void lr__runtime_pool_closed(lr_runtime *rt);
