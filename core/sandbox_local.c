@@ -20,10 +20,10 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-/* How long output is drained after the sandbox's process exited: a
- * descendant that holds the pipes (without a PID namespace, one that started
- * a session of its own) cannot stall a result longer than this. */
-#define LR_DRAIN_AFTER_EXIT_MS 250
+/* What is read from the sandbox's pipes once it is killed: what they hold
+ * then, up to this much (a writer racing its own SIGKILL is not waited for,
+ * nor is a descendant that holds the pipes). */
+#define LR_DRAIN_MAX ((size_t)8 << 20)
 
 enum { LR_FD_IN = 3, LR_FD_OUT = 4, LR_FD_INFO = 5 };
 
@@ -54,7 +54,7 @@ struct lr_sandbox {
   int init_pidfd;
   bool isolated, from_open, to_open, info_open, init_polling;
   int open_handles;
-  uint64_t grace_ms, term_at, exit_at;
+  uint64_t grace_ms, term_at;
   unsigned polls;
   bool exited, terminating, killed, released, closing;
 };
@@ -99,24 +99,46 @@ static void lr__kill_all(lr_sandbox *sb, int sig) {
   }
 }
 
-/* Everything of the sandbox is dead or sent SIGKILL and its output drained:
- * the run may deliver. Then wait until nothing is left. */
+static void lr__emit_output(lr_sandbox *sb, lr_out_pipe *op, const char *data, size_t n, bool end) {
+  lr_buf text = {0};
+  lr__utf8_stream_feed(&op->utf8, data, n, end, &text);
+  if (text.len && sb->ev && sb->ev->on_output) sb->ev->on_output(sb->ud, text.data, text.len);
+  lr__buf_free(&text);
+}
+
+/* Everything of the sandbox was sent SIGKILL: what its pipes hold now is
+ * what it printed before the end. Read it at once, then close them. */
+static void lr__drain_now(lr_sandbox *sb) {
+  size_t total = 0;
+  char *buf = lr__xmalloc(256 * 1024);
+  for (int i = 0; i < 2; i++) {
+    lr_out_pipe *op = &sb->out[i];
+    if (!op->open) continue;
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&op->pipe, &fd) == 0) {
+      ssize_t n;
+      while (total < LR_DRAIN_MAX && (n = read(fd, buf, 256 * 1024)) > 0) {
+        total += (size_t)n;
+        lr__emit_output(sb, op, buf, (size_t)n, false);
+      }
+    }
+    lr__emit_output(sb, op, NULL, 0, true);
+    op->open = false;
+    lr__close(sb, (uv_handle_t *)&op->pipe);
+  }
+  free(buf);
+}
+
+/* Everything of the sandbox was sent SIGKILL and its output read: the run
+ * may deliver. Then wait until nothing is left. */
 static void lr__check(lr_sandbox *sb) {
   if (!sb->terminating || sb->closing) return;
-  uint64_t now = uv_now(sb->loop);
-  if (!sb->killed && (sb->exited || now >= sb->term_at + sb->grace_ms)) {
+  if (!sb->killed && (sb->exited || uv_now(sb->loop) >= sb->term_at + sb->grace_ms)) {
     lr__kill_all(sb, SIGKILL);
     sb->killed = true;
   }
-  bool drained = !sb->out[0].open && !sb->out[1].open;
-  if (!drained && sb->exited && now >= sb->exit_at + LR_DRAIN_AFTER_EXIT_MS) {
-    for (int i = 0; i < 2; i++) {
-      sb->out[i].open = false;
-      lr__close(sb, (uv_handle_t *)&sb->out[i].pipe);
-    }
-    drained = true;
-  }
-  if (!sb->released && sb->killed && drained) {
+  if (!sb->released && sb->killed) {
+    lr__drain_now(sb);
     sb->released = true;
     if (sb->ev && sb->ev->on_released) sb->ev->on_released(sb->ud);
     sb->ev = NULL;
@@ -141,7 +163,6 @@ static void lr__on_timer(uv_timer_t *t) {
 static void lr__on_exit(uv_process_t *p, int64_t status, int term_signal) {
   lr_sandbox *sb = p->data;
   sb->exited = true;
-  sb->exit_at = uv_now(sb->loop);
   /* bubblewrap reports a child killed by signal n as exit status 128+n. */
   if (sb->isolated && term_signal == 0 && status > 128 && status < 128 + 65) {
     term_signal = (int)(status - 128);
@@ -163,12 +184,7 @@ static void lr__alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 static void lr__on_output(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   lr_sandbox *sb = s->data;
   lr_out_pipe *op = (uv_pipe_t *)s == &sb->out[0].pipe ? &sb->out[0] : &sb->out[1];
-  if (n > 0 || n == UV_EOF) {
-    lr_buf text = {0};
-    lr__utf8_stream_feed(&op->utf8, buf->base, n > 0 ? (size_t)n : 0, n < 0, &text);
-    if (text.len && sb->ev && sb->ev->on_output) sb->ev->on_output(sb->ud, text.data, text.len);
-    lr__buf_free(&text);
-  }
+  if (n > 0 || n == UV_EOF) lr__emit_output(sb, op, buf->base, n > 0 ? (size_t)n : 0, n < 0);
   free(buf->base);
   if (n < 0) {
     op->open = false;
