@@ -232,9 +232,12 @@ static void lr__on_info(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     sb->open_handles++;
     sb->init_polling = true;
     uv_poll_start(&sb->init_poll, UV_READABLE, lr__on_init_gone);
-    if (sb->killed) syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
   } else if (fd >= 0) {
     close(fd);
+  }
+  if (sb->terminating && !sb->killed) {
+    lr__kill_all(sb, SIGKILL);
+    sb->killed = true;
   }
   lr__check(sb);
 }
@@ -444,8 +447,13 @@ void lr__sandbox_terminate(lr_sandbox *sb) {
   sb->terminating = true;
   sb->term_at = uv_now(sb->loop);
   /* Under bubblewrap nothing inside needs a grace: the host already has what
-   * it needs, and only SIGKILL of the outer process takes the namespace. */
-  if (sb->isolated || sb->grace_ms == 0 || sb->exited) {
+   * it needs. But not before bwrap said which process is the namespace's
+   * init (within a few ms of its start): a bwrap killed before its child
+   * armed the parent-death signal would leave that child behind, so the
+   * init is killed through its pidfd too. */
+  if (sb->isolated && sb->info_open) {
+    /* lr__on_info kills once it knows. */
+  } else if (sb->isolated || sb->grace_ms == 0 || sb->exited) {
     lr__kill_all(sb, SIGKILL);
     sb->killed = true;
   } else {
