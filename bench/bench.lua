@@ -515,14 +515,13 @@ local function floor_w1_block(warm, n, spacing, label)
   return stats(xs)
 end
 
-local FLOOR_W1 -- median ms of the floor's W1, for W2/W3's formula
-local LR_W1    -- median ms of lunarun's W1 (default config)
+local FLOOR_W1 -- median ms of the floor's W1 (the variants' floor)
 
 local function bench_w1(rt)
   progress("W1 sequential (" .. N.w1 .. " runs after " .. N.w1_warm .. " warm-ups)")
   local lr = w1_block(rt, N.w1_warm, N.w1, nil, "W1 lunarun")
   local fl = floor_w1_block(N.w1_warm, N.w1, nil, "W1 floor")
-  LR_W1, FLOOR_W1 = lr.median, fl.median
+  FLOOR_W1 = fl.median
   local pool_note = HAS_POOL and "default config (pool)" or "default config, no pool in this build"
   local tgt = HAS_POOL and { text = "<= 3 ms (pool)", value = 3 } or { text = "<= 3 ms (pool)", value = 3 }
   row { id = "W1", figure = "p50 ms, " .. pool_note, unit = "ms", lower = true, lunarun = lr.median, floor = fl.median, target = tgt }
@@ -578,19 +577,29 @@ local function bench_variants()
   end
 end
 
--- calls/s = 2000 / (run time - W1 median), median of n (W2, W3)
+-- calls/s = 2000 / (run time - W1 median), median of n (W2, W3). Each run
+-- starts the way a W1 next to it does: both after a pause of SPACING_MS (a
+-- warm sandbox from the pool, like an agent's next program), and the W1
+-- subtracted is the median of those paired W1 runs, so the difference is the
+-- calls' time and not a difference in start-up.
 local function bench_calls(rt, w, n, tgt)
-  progress(w .. " (" .. n .. " runs)")
-  local lr_ms, fl_ms = {}, {}
+  progress(w .. " (" .. n .. " runs, each after a W1, " .. SPACING_MS .. " ms apart)")
+  local lr_ms, fl_ms, lr_w1, fl_w1 = {}, {}, {}, {}
   for i = 1, n do
+    sleep(SPACING_MS)
+    lr_w1[i] = lr_once(rt, "W1")
+    sleep(SPACING_MS)
     lr_ms[i] = lr_once(rt, w)
+    fl_w1[i] = floor_once("W1")
     fl_ms[i] = floor_once(w)
   end
   RAW[w .. " lunarun ms"], RAW[w .. " floor ms"] = lr_ms, fl_ms
+  RAW[w .. " lunarun W1 ms"], RAW[w .. " floor W1 ms"] = lr_w1, fl_w1
+  local lr_base, fl_base = stats(lr_w1).median, stats(fl_w1).median
   local lr_cps, fl_cps = {}, {}
   for i = 1, n do
-    lr_cps[i] = 2000 / (math.max(lr_ms[i] - LR_W1, 0.001) / 1000)
-    fl_cps[i] = 2000 / (math.max(fl_ms[i] - FLOOR_W1, 0.001) / 1000)
+    lr_cps[i] = 2000 / (math.max(lr_ms[i] - lr_base, 0.001) / 1000)
+    fl_cps[i] = 2000 / (math.max(fl_ms[i] - fl_base, 0.001) / 1000)
   end
   row { id = w, figure = (w == "W2" and "sequential" or "concurrent") .. " calls/s", unit = "calls/s", lower = false,
         lunarun = stats(lr_cps).median, floor = stats(fl_cps).median, target = tgt }
@@ -918,12 +927,6 @@ coroutine.wrap(function()
     if wanted("W1") then
       bench_w1(rt)
       bench_variants()
-    end
-    -- W2 and W3 subtract the W1 median (each its own): measure it when W1 was not asked for.
-    if (wanted("W2") or wanted("W3")) and not LR_W1 then
-      progress("W1 medians for the W2/W3 formula (" .. math.min(N.w1, 11) .. " runs each)")
-      LR_W1 = w1_block(rt, 1, math.min(N.w1, 11), nil, "W1 lunarun").median
-      FLOOR_W1 = floor_w1_block(1, math.min(N.w1, 11), nil, "W1 floor").median
     end
     if wanted("W2") then
       bench_calls(rt, "W2", N.w2, { text = ">= 10,000 calls/s", value = 10000 })

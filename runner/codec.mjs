@@ -281,6 +281,64 @@ function exoticName(v) {
 // them); each child is read, through its property descriptor, when it is
 // visited: a getter is called once, a property gone by then is refused.
 function wireEncode(root, costLimit, wireLimit, rootName) {
+  const small = encodeSmall(root);
+  if (small !== null && small.cost <= costLimit && small.wire <= wireLimit) return small;
+  return encodeGeneral(root, costLimit, wireLimit, rootName);
+}
+
+// The fast path for what binding arguments and results mostly are: a scalar,
+// or a plain object of at most 16 own enumerable data properties whose values
+// are scalars. It writes the token array's JSON text directly (`json`, no
+// `tokens`); anything else (or anything odd) returns null and takes the
+// general path, which also says why a value is refused.
+const SMALL_KEYS = 16;
+
+function scalarCost(v) {
+  const t = typeof v;
+  if (t === 'string') return stringCost(v);
+  if (t === 'number') return v - v === 0 && !(v === 0 && 1 / v < 0) ? numberCost(v) : -1;
+  if (t === 'boolean') return v ? 4 : 5;
+  if (v === null) return 4;
+  return -1;
+}
+
+// The JSON text of a scalar that scalarCost accepted.
+function scalarJson(v) {
+  return typeof v === 'string' ? JSONStringify(v) : '' + v;
+}
+
+function encodeSmall(root) {
+  let c = scalarCost(root);
+  if (c >= 0) return { ok: true, json: '[' + scalarJson(root) + ']', cost: c, wire: c + 2 };
+  if (typeof root !== 'object' || root === null || isProxy(root) || ArrayIsArray(root)) return null;
+  const proto = ReflectGetPrototypeOf(root);
+  if (proto !== ObjectPrototype && proto !== null) return null;
+  const keys = ReflectOwnKeys(root);
+  const n = keys.length;
+  if (n > SMALL_KEYS) return null;
+  let keysJson = '';
+  let valuesJson = '';
+  let cost = 2 + (n > 0 ? n - 1 : 0);
+  let wire = 1 + 28 + (n > 0 ? n - 1 : 0);
+  for (let i = 0; i < n; i++) {
+    const k = keys[i];
+    if (typeof k !== 'string') return null;
+    const d = ReflectGetOwnPropertyDescriptor(root, k);
+    if (d === undefined || !d.enumerable || !ObjectHasOwn(d, 'value')) return null;
+    const v = d.value;
+    c = scalarCost(v);
+    if (c < 0) return null;
+    const kc = stringCost(k);
+    cost += kc + 1 + c;
+    wire += kc + c + 1;
+    const kj = JSONStringify(k);
+    keysJson = i === 0 ? kj : keysJson + ',' + kj;
+    valuesJson += ',' + scalarJson(v);
+  }
+  return { ok: true, json: '[{"kind":"object","keys":[' + keysJson + ']}' + valuesJson + ']', cost, wire };
+}
+
+function encodeGeneral(root, costLimit, wireLimit, rootName) {
   const tokens = [];
   const stack = [];
   // Every container met so far, to its frame: open (an ancestor: meeting
@@ -489,6 +547,8 @@ function wireDecode(tokens) {
   if (!ArrayIsArray(tokens)) return DECODE_FAIL;
   const n = tokens.length;
   if (n === 0) return DECODE_FAIL;
+  // A scalar alone: no container, so no prototype is consulted.
+  if (n === 1 && scalarCost(tokens[0]) >= 0) return { ok: true, value: tokens[0] };
   const fast = protoClean();
   const fastObj = fast && objectProtoPlain();
   const stack = [];

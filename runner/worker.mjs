@@ -139,7 +139,7 @@ function tokensJson(tokens) {
   const sample = { a: [1, 'x', true, null, 2.5], b: { c: 'é' } };
   for (let i = 0; i < 20; i++) {
     const enc = wireEncode(sample, Infinity, 1e6, 'value');
-    tokensJson(enc.tokens);
+    (enc.json !== undefined ? enc.json : tokensJson(enc.tokens));
     wireDecode(enc.tokens);
     stringCost('warm up ' + i);
   }
@@ -195,7 +195,7 @@ function runProgram(boot) {
     finished = true;
     const computeMs = MathRound(ownEventLoopUtilization().active - startupActive);
     let json;
-    if (m[0] === 'done') json = m.length > 1 ? '{"type":"done","value":' + tokensJson(m[1]) + '}' : '{"type":"done"}';
+    if (m[0] === 'done') json = m.length > 1 ? '{"type":"done","value":' + m[1] + '}' : '{"type":"done"}';
     else if (m[0] === 'output-limit') json = '{"type":"output-limit"}';
     else json = '{"type":"done","error":{"kind":' + JSONStringify(m[1]) + ',"message":' + JSONStringify(m[2]) + '}}';
     // Calls issued in this turn still leave first (the host cancels them).
@@ -316,8 +316,12 @@ function runProgram(boot) {
 
   function callBinding(f, global, member, errInfo, arg) {
     if (finished) return new PromiseCtor(noop);
-    // Made here so that its stack shows where the program called.
+    // Made here so that its stack shows where the program called: one
+    // capture, from f's caller (the constructor's own is switched off).
+    const limit = ErrorCtor.stackTraceLimit;
+    ErrorCtor.stackTraceLimit = 0;
     const err = errInfo !== null ? new errInfo.cls('') : new ErrorCtor('');
+    ErrorCtor.stackTraceLimit = limit;
     ErrorCaptureStackTrace(err, f);
     const envelope = 47 + numberCost(nextId + 1) + stringCost(global) + stringCost(member);
     const enc = wireEncode(arg === undefined ? null : arg, Infinity, maxFrameBytes - envelope, 'args');
@@ -333,7 +337,7 @@ function runProgram(boot) {
       MapPrototypeSet(pending, id, { resolve, reject, err, errInfo, member });
       if (pendingCount++ === 0) MessagePortPrototypeRef(control);
       // One frame per turn: a batch never grows past maxFrameBytes.
-      const call = '[' + id + ',' + JSONStringify(global) + ',' + JSONStringify(member) + ',' + tokensJson(enc.tokens) + ']';
+      const call = '[' + id + ',' + JSONStringify(global) + ',' + JSONStringify(member) + ',' + (enc.json !== undefined ? enc.json : tokensJson(enc.tokens)) + ']';
       const bytes = envelope + enc.wire;
       if (callsJson !== '' && callsBytes + bytes + 40 > maxFrameBytes) flushTurn();
       callsJson = callsJson === '' ? call : callsJson + ',' + call;
@@ -468,7 +472,7 @@ function runProgram(boot) {
       if (v === undefined) return finish(['done']);
       const limit = cap - logsCost;
       const enc = wireEncode(v, limit < 0 ? 0 : limit, maxFrameBytes - 24, 'value');
-      if (enc.ok) return finish(['done', enc.tokens, enc.cost]);
+      if (enc.ok) return finish(['done', enc.json !== undefined ? enc.json : tokensJson(enc.tokens)]);
       if (enc.tooLarge === 'cost') return finish(['output-limit']);
       if (enc.tooLarge) {
         return finish(['error', 'worker-exit', `the result frame would exceed maxFrameBytes (${maxFrameBytes})`]);
