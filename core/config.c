@@ -30,11 +30,17 @@ static const lr_config_key lr__numeric_keys[] = {
     {"maxProcesses", offsetof(lr_config, max_processes)},
     {"poolSize", offsetof(lr_config, pool_size)}, /* the one that may be 0 */
     {"poolIdleMs", offsetof(lr_config, pool_idle_ms)},
+    {"e2bTimeoutMs", offsetof(lr_config, e2b_timeout_ms)},
 };
 
 static const lr_config_key lr__string_keys[] = {
     {"nodePath", offsetof(lr_config, node_path)},
     {"runtimeRoot", offsetof(lr_config, runtime_root)},
+    {"e2bTemplate", offsetof(lr_config, e2b_template)},
+    {"e2bDomain", offsetof(lr_config, e2b_domain)},
+    {"e2bApiUrl", offsetof(lr_config, e2b_api_url)},
+    {"e2bSandboxUrl", offsetof(lr_config, e2b_sandbox_url)},
+    {"e2bUser", offsetof(lr_config, e2b_user)},
 };
 
 #define LR_COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -57,6 +63,8 @@ void lr_config_init(lr_config *c) {
   c->allow_child_processes = true;
   c->pool_size = 2;
   c->pool_idle_ms = 300000;
+  c->backend = LR_BACKEND_LOCAL;
+  c->e2b_timeout_ms = 300000;
 }
 
 static const lr_config_key *lr__find(const lr_config_key *keys, size_t n, const char *key) {
@@ -70,7 +78,8 @@ static int lr__unknown_key(const char *key, char *err) {
                   "config: unknown key \"%s\" (known: computeMs, maxWallMs, maxOutputBytes, "
                   "maxOldGenerationSizeMb, maxFrameBytes, killGraceMs, maxProcessMemoryMb, nodePath, "
                   "runtimeRoot, isolation, network, tmpMb, maxProcesses, allowChildProcesses, mounts, "
-                  "poolSize, poolIdleMs)",
+                  "poolSize, poolIdleMs, backend, e2bTemplate, e2bDomain, e2bApiUrl, e2bSandboxUrl, e2bUser, "
+                  "e2bTimeoutMs)",
                   key);
 }
 
@@ -92,13 +101,15 @@ static int lr__check_value(const char *key, double v, char *err) {
 
 /* The keys that are neither numbers nor free strings. */
 static bool lr__special_key(const char *key) {
-  return strcmp(key, "isolation") == 0 || strcmp(key, "network") == 0 ||
+  return strcmp(key, "isolation") == 0 || strcmp(key, "backend") == 0 || strcmp(key, "network") == 0 ||
          strcmp(key, "allowChildProcesses") == 0 || strcmp(key, "mounts") == 0;
 }
 
 static int lr__special_type(const char *key, const char *got, char *err) {
   if (strcmp(key, "isolation") == 0)
     return lr__errf(err, "config: isolation must be \"bwrap\" or \"none\", got %s", got);
+  if (strcmp(key, "backend") == 0)
+    return lr__errf(err, "config: backend must be \"local\" or \"e2b\", got %s", got);
   if (strcmp(key, "network") == 0)
     return lr__errf(err, "config: network must be \"none\" or \"host\", got %s", got);
   if (strcmp(key, "allowChildProcesses") == 0)
@@ -120,13 +131,17 @@ int lr__config_set_bool(lr_config *c, const char *key, bool value, char *err) {
   return lr__unknown_key(key, err);
 }
 
-/* isolation, network, allowChildProcesses from text (as --set gives them). */
+/* isolation, backend, network, allowChildProcesses from text (as --set gives them). */
 static int lr__set_special(lr_config *c, const char *key, const char *value, char *err) {
   char got[LR_ERR_MAX / 2];
   snprintf(got, sizeof got, "\"%.200s\"", value);
   if (strcmp(key, "isolation") == 0) {
     if (strcmp(value, "bwrap") == 0) c->isolation = LR_ISOLATION_BWRAP;
     else if (strcmp(value, "none") == 0) c->isolation = LR_ISOLATION_NONE;
+    else return lr__special_type(key, got, err);
+  } else if (strcmp(key, "backend") == 0) {
+    if (strcmp(value, "local") == 0) c->backend = LR_BACKEND_LOCAL;
+    else if (strcmp(value, "e2b") == 0) c->backend = LR_BACKEND_E2B;
     else return lr__special_type(key, got, err);
   } else if (strcmp(key, "network") == 0) {
     if (strcmp(value, "none") == 0) c->network_host = false;
@@ -231,6 +246,8 @@ int lr_config_check(const lr_config *c, char *err) {
   }
   if (c->isolation != LR_ISOLATION_BWRAP && c->isolation != LR_ISOLATION_NONE)
     return lr__errf(err, "config: isolation must be \"bwrap\" or \"none\"");
+  if (c->backend != LR_BACKEND_LOCAL && c->backend != LR_BACKEND_E2B)
+    return lr__errf(err, "config: backend must be \"local\" or \"e2b\"");
   if (c->max_frame_bytes < c->max_output_bytes)
     return lr__errf(err, "config: maxFrameBytes (%llu) must be at least maxOutputBytes (%llu)",
                     (unsigned long long)c->max_frame_bytes, (unsigned long long)c->max_output_bytes);
@@ -239,8 +256,10 @@ int lr_config_check(const lr_config *c, char *err) {
 
 void lr_config_copy(lr_config *dst, const lr_config *src) {
   *dst = *src;
-  dst->node_path = src->node_path ? lr__xstrdup(src->node_path) : NULL;
-  dst->runtime_root = src->runtime_root ? lr__xstrdup(src->runtime_root) : NULL;
+  for (size_t i = 0; i < LR_COUNT(lr__string_keys); i++) {
+    char **slot = (char **)((char *)dst + lr__string_keys[i].offset);
+    if (*slot) *slot = lr__xstrdup(*slot);
+  }
   dst->mounts = NULL;
   dst->nmounts = 0;
   if (src->nmounts) {
@@ -255,9 +274,11 @@ void lr_config_copy(lr_config *dst, const lr_config *src) {
 }
 
 void lr_config_free(lr_config *c) {
-  free(c->node_path);
-  free(c->runtime_root);
-  c->node_path = c->runtime_root = NULL;
+  for (size_t i = 0; i < LR_COUNT(lr__string_keys); i++) {
+    char **slot = (char **)((char *)c + lr__string_keys[i].offset);
+    free(*slot);
+    *slot = NULL;
+  }
   for (size_t i = 0; i < c->nmounts; i++) {
     free(c->mounts[i].host);
     free(c->mounts[i].at);

@@ -288,3 +288,34 @@ int lr__frame_encode(const lr_json *msg, size_t max_frame, lr_buf *out, char err
   out->data[out->len] = '\0';
   return 0;
 }
+
+void lr__base64_append(lr_buf *out, const void *data, size_t len) {
+  size_t b64 = lr__base64_len(len);
+  lr__buf_reserve(out, b64);
+  lr__b64_encode_backward((const unsigned char *)data, len, out->data + out->len);
+  out->len += b64;
+  out->data[out->len] = '\0';
+}
+
+int lr__base64_decode_append(lr_buf *out, const char *s, size_t n, char err[LR_ERR_MAX]) {
+  if (n % 4) return lr__errf(err, "malformed base64: length %zu is not a multiple of 4", n);
+  const unsigned char *u = (const unsigned char *)s, *t = lr__b64_table;
+  size_t pads = n == 0 || u[n - 1] != '=' ? 0 : u[n - 2] != '=' ? 1 : 2;
+  lr__buf_reserve(out, n / 4 * 3);
+  unsigned char *o = (unsigned char *)out->data + out->len;
+  for (size_t i = 0; i < n; i += 4) {
+    bool last = i + 4 == n;
+    unsigned a = t[u[i]], b = t[u[i + 1]];
+    unsigned c = last && pads == 2 ? 0 : t[u[i + 2]];
+    unsigned e = last && pads ? 0 : t[u[i + 3]];
+    if ((a | b | c | e) & 0x80) return lr__errf(err, "malformed base64 near offset %zu", i);
+    uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | e;
+    *o++ = (unsigned char)(v >> 16);
+    if (!(last && pads == 2)) *o++ = (unsigned char)(v >> 8);
+    if (!(last && pads)) *o++ = (unsigned char)v;
+  }
+  out->len = (size_t)((char *)o - out->data);
+  out->data[out->len] = '\0';
+  return 0;
+}
+

@@ -7,6 +7,13 @@
 /* Base64 length of n bytes (with padding). */
 size_t lr__base64_len(size_t n);
 
+/* Appends the base64 of data[0..len) to out. */
+void lr__base64_append(lr_buf *out, const void *data, size_t len);
+
+/* Appends the bytes of the standard base64 text s[0..n) (padded) to out;
+ * refuses anything else, appending nothing. */
+int lr__base64_decode_append(lr_buf *out, const char *s, size_t n, char err[LR_ERR_MAX]);
+
 /* A streaming decoder. It holds the pending partial line. */
 typedef struct lr_frame_decoder {
   size_t max_frame;   /* largest decoded frame, in bytes (maxFrameBytes) */

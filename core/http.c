@@ -41,7 +41,9 @@ struct lr_http_request {
   uint64_t timeout_ms;
   size_t max_bytes;
   bool too_big;
+  bool stopped; /* on_data asked to stop */
   bool in_callback;
+  int (*on_data)(void *ud, long status, const char *data, size_t len);
   lr_buf body;
   lr_buf hbytes; /* "name\0value\0" for every response header */
   lr_http_hspan *hspans;
@@ -324,6 +326,15 @@ static int lr__http_on_timer_change(CURLM *multi, long timeout_ms, void *userp) 
 static size_t lr__http_on_body(char *data, size_t size, size_t n, void *userp) {
   lr_http_request *r = userp;
   size_t len = size * n;
+  if (r->on_data) {
+    long status = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (r->on_data(r->ud, status, data, len) != 0) {
+      r->stopped = true;
+      return 0; /* curl stops with CURLE_WRITE_ERROR */
+    }
+    return len;
+  }
   if (r->max_bytes && len > r->max_bytes - r->body.len) {
     r->too_big = true;
     return 0; /* curl stops with CURLE_WRITE_ERROR */
@@ -429,6 +440,8 @@ static void lr__http_finish(lr_http_request *r, CURLcode rc) {
     lr_http_error e = {.code = lr__http_classify(rc), .message = msg};
     if (rc == CURLE_OPERATION_TIMEDOUT && r->timeout_ms) {
       lr__errf(msg, "request timed out after %llu ms", (unsigned long long)r->timeout_ms);
+    } else if (rc == CURLE_WRITE_ERROR && r->stopped) {
+      lr__errf(msg, "the receiver stopped the response");
     } else if ((rc == CURLE_WRITE_ERROR && r->too_big) || rc == CURLE_FILESIZE_EXCEEDED) {
       e.code = LR_HTTP_ETOOBIG;
       lr__errf(msg, "response exceeds %zu bytes", r->max_bytes);
@@ -501,6 +514,7 @@ lr_http_request *lr__http_start(lr_http_client *c, const lr_http_options *o, lr_
   r->ud = ud;
   r->timeout_ms = o->timeout_ms;
   r->max_bytes = o->max_response_bytes;
+  r->on_data = o->on_data;
   bool has_expect = false;
   for (size_t i = 0; i < o->nheaders; i++) {
     bool expect = false;

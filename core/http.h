@@ -56,6 +56,12 @@ typedef struct lr_http_options {
   /* Redirects are not followed unless this is > 0: a 3xx comes back as it
    * is, so the caller can check the Location against its own rules. */
   long max_redirects;
+  /* A streamed response: when set, the body is not kept but handed over
+   * piece by piece as it arrives (status is the response's status code) and
+   * the final callback sees an empty body. It runs inside libcurl: it must
+   * not start, cancel or close anything of this client. Returning nonzero
+   * stops the transfer, which then ends with an LR_HTTP_EIO error. */
+  int (*on_data)(void *ud, long status, const char *data, size_t len);
 } lr_http_options;
 
 typedef struct lr_http_header {

@@ -737,6 +737,14 @@ static void lr__lua_namespace_free(void *ud) {
 
 /* ---- config and bindings files ------------------------------------------- */
 
+static void lr__mounts_free(lr_mount *mounts, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(mounts[i].host);
+    free(mounts[i].at);
+  }
+  free(mounts);
+}
+
 /* mounts = { { host = "/abs", at = "/abs", write = false }, ... }: replaces
  * the mounts set so far. Unknown fields are misuse, naming the field. */
 static int lr__lua_mounts(lua_State *L, int idx, lr_config *cfg, char *err) {
@@ -804,15 +812,11 @@ static int lr__lua_mounts(lua_State *L, int idx, lr_config *cfg, char *err) {
     lua_settop(L, m - 1);
   }
   if (rc != 0) {
-    lr_config tmp = fresh;
-    tmp.node_path = tmp.runtime_root = NULL;
-    lr_config_free(&tmp);
+    lr__mounts_free(fresh.mounts, fresh.nmounts);
     return -1;
   }
   /* Replace the old list with the new one. */
-  lr_config old = *cfg;
-  old.node_path = old.runtime_root = NULL;
-  lr_config_free(&old);
+  lr__mounts_free(cfg->mounts, cfg->nmounts);
   cfg->mounts = fresh.mounts;
   cfg->nmounts = fresh.nmounts;
   return 0;

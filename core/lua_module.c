@@ -92,7 +92,7 @@ static void lr__push_result(lua_State *L, const lr_result *r) {
     lua_pushinteger(L, (lua_Integer)stats[i].v);
     lua_setfield(L, -2, stats[i].key);
   }
-  lua_pushstring(L, r->stats.isolation == LR_ISOLATION_NONE ? "none" : "bwrap");
+  lua_pushstring(L, lr_isolation_name(r->stats.isolation));
   lua_setfield(L, -2, "isolation");
   lua_setfield(L, -2, "stats");
   size_t len;

@@ -79,6 +79,8 @@ static void lr__pool_arm(struct lr_pool *p) {
 
 static struct lr_pool *lr__pool_get(lr_runtime *rt) {
   if (rt->pool || rt->cfg.pool_size == 0 || rt->disposing) return rt->pool;
+  /* A remote sandbox is made at the first run, not before (README, "E2B"). */
+  if (rt->cfg.backend != LR_BACKEND_LOCAL) return NULL;
   if (rt->bwrap_path == NULL && rt->cfg.isolation != LR_ISOLATION_NONE) return NULL;
   struct lr_pool *p = lr__xcalloc(1, sizeof *p);
   p->rt = rt;

@@ -20,6 +20,10 @@ static const char *const lr__kind_names[] = {
 
 #define LR_NKINDS (sizeof lr__kind_names / sizeof lr__kind_names[0])
 
+const char *lr_isolation_name(int isolation) {
+  return isolation == LR_ISOLATION_NONE ? "none" : isolation == LR_ISOLATION_E2B ? "e2b" : "bwrap";
+}
+
 const char *lr_kind_name(lr_kind kind) {
   return (unsigned)kind < LR_NKINDS ? lr__kind_names[kind] : "unknown";
 }
@@ -292,6 +296,11 @@ static void lr__on_write_error(void *ud, const char *message) {
     lr__settlef(run, LR_WORKER_EXIT, "cannot write to the runner: %s", message);
 }
 
+static void lr__on_failed(void *ud, const char *message) {
+  lr_run *run = ud;
+  if (run->state == LR_RUN_RUNNING && !run->terminal_seen) lr__run_settle(run, LR_WORKER_EXIT, message, strlen(message));
+}
+
 static void lr__on_released(void *ud) {
   lr_run *run = ud;
   run->sb = NULL;
@@ -305,6 +314,7 @@ static const lr_sandbox_events lr__run_events = {
     .on_output = lr__on_output,
     .on_exit = lr__on_exit,
     .on_write_error = lr__on_write_error,
+    .on_failed = lr__on_failed,
     .on_released = lr__on_released,
 };
 
@@ -361,7 +371,7 @@ static void lr__on_stripped(void *ud, bool ok, bool broken, const char *text, si
     return;
   }
   lr__sandbox_attach(run->sb, &lr__run_events, run);
-  lr__frame_decoder_set_token(&run->dec, lr__sandbox_token(run->sb), LR_TOKEN_LEN);
+  lr__frame_decoder_set_token(&run->dec, lr__sandbox_token(run->sb), strlen(lr__sandbox_token(run->sb)));
   run->state = LR_RUN_RUNNING;
   lr__write_boot(run, text, len);
 }
@@ -489,7 +499,7 @@ int lr_run_start(lr_runtime *rt, const char *program, size_t len, const lr_run_o
   }
   lr_run *run = lr__xcalloc(1, sizeof *run);
   run->rt = rt;
-  run->stats.isolation = rt->cfg.isolation;
+  run->stats.isolation = rt->cfg.backend == LR_BACKEND_E2B ? LR_ISOLATION_E2B : rt->cfg.isolation;
   run->id = ++rt->next_run_id;
   run->nnamespaces = rt->nnamespaces;
   run->visible = visible;
@@ -572,7 +582,9 @@ char *lr_result_json(const lr_result *r, size_t *len) {
     lr__json_number((double)stats[i].v, num);
     lr__buf_append_str(&b, num);
   }
-  lr__buf_append_str(&b, r->stats.isolation == LR_ISOLATION_NONE ? ",\"isolation\":\"none\"" : ",\"isolation\":\"bwrap\"");
+  lr__buf_append_str(&b, ",\"isolation\":\"");
+  lr__buf_append_str(&b, lr_isolation_name(r->stats.isolation));
+  lr__buf_append_str(&b, "\"");
   lr__buf_append_str(&b, "}}");
   return lr__buf_steal(&b, len);
 }

@@ -13,14 +13,6 @@
 #include "runtime.h"
 #include "runtime_ext.h"
 
-/* The runner's files, embedded by cmake/embed.cmake. */
-struct lr_embedded {
-  const char *name;
-  const char *data;
-  size_t len;
-};
-extern const struct lr_embedded lr__runner_files[];
-
 #ifndef LUNARUN_DEFAULT_NODE
 #define LUNARUN_DEFAULT_NODE ""
 #endif
@@ -150,7 +142,16 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
     return lr__errf(err, "maxProcessMemoryMb needs util-linux's prlimit, which is not installed");
   }
   char *bwrap = NULL;
-  if (config->isolation == LR_ISOLATION_BWRAP &&
+  lr_e2b *e2b = NULL;
+  if (config->backend == LR_BACKEND_E2B) {
+    /* The remote VM is the sandbox; bubblewrap is not needed here. */
+    e2b = lr__e2b_new(loop, config, err);
+    if (!e2b) {
+      free(node);
+      free(prlimit);
+      return -1;
+    }
+  } else if (config->isolation == LR_ISOLATION_BWRAP &&
       (lr__isolation_check(config, &bwrap, err) != 0 || lr__isolation_readable(node, "Node", err) != 0)) {
     free(bwrap);
     free(node);
@@ -167,6 +168,7 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
     free(node);
     free(prlimit);
     free(bwrap);
+    if (e2b) lr__e2b_close(e2b, NULL, NULL); /* its handles close on the loop's next turn */
     return -1;
   }
   lr_runtime *rt = lr__xcalloc(1, sizeof *rt);
@@ -175,6 +177,7 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   rt->node_path = node;
   rt->prlimit_path = prlimit;
   rt->bwrap_path = bwrap;
+  rt->e2b = e2b;
   rt->dir = dir;
   rt->strip_path = lr__path_join(dir, "runner/strip.mjs");
   /* The runner's files in a folder of their own, readable by a sandbox's
@@ -193,6 +196,7 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   free(runner_dir);
   if (made == 0 && bwrap) made = lr__install_isolated(rt, err);
   if (made != 0) {
+    if (e2b) lr__e2b_close(e2b, NULL, NULL);
     lr__runtime_remove_files(rt);
     free(bwrap);
     free(rt->strip_path);
@@ -288,8 +292,21 @@ const lr_namespace *lr__runtime_find_namespace(const lr_runtime *rt, const char 
   return NULL;
 }
 
+static void lr__runtime_maybe_disposed(lr_runtime *rt);
+
+static void lr__on_e2b_closed(void *ud) {
+  lr_runtime *rt = ud;
+  rt->e2b = NULL;
+  lr__runtime_maybe_disposed(rt);
+}
+
 static void lr__runtime_maybe_disposed(lr_runtime *rt) {
   if (!rt->disposing || rt->nruns > 0 || !rt->stripper_closed || rt->nsandboxes > 0 || rt->pool) return;
+  if (rt->e2b) {
+    /* The remote sandbox is deleted last. */
+    lr__e2b_close(rt->e2b, lr__on_e2b_closed, rt);
+    return;
+  }
   for (size_t i = 0; i < rt->nnamespaces; i++) {
     lr_namespace *ns = rt->namespaces[i];
     if (ns->free_ud) ns->free_ud(ns->ud);
@@ -364,7 +381,9 @@ lr_sandbox *lr__runtime_start_sandbox(lr_runtime *rt, const lr_config *cfg, char
       .owner = rt,
   };
   lr_sandbox *sb;
-  if (lr__sandbox_local_start(rt->loop, &spec, &sb, err) != 0) return NULL;
+  int rc = rt->e2b ? lr__sandbox_e2b_start(rt->e2b, &spec, &sb, err)
+                   : lr__sandbox_local_start(rt->loop, &spec, &sb, err);
+  if (rc != 0) return NULL;
   rt->nsandboxes++;
   return sb;
 }

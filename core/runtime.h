@@ -40,6 +40,7 @@ struct lr_runtime {
   lr_stripper *stripper;
   size_t nsandboxes;  /* started and not yet entirely gone (pooled ones too) */
   struct lr_pool *pool;
+  lr_e2b *e2b;        /* backend = e2b: the remote client, until it has closed */
   lr_run *runs; /* runs in flight, linked by run->next/prev */
   size_t nruns;
   uint64_t next_run_id;

@@ -33,7 +33,8 @@ typedef struct lr_out_pipe {
   bool open;
 } lr_out_pipe;
 
-struct lr_sandbox {
+typedef struct lr_local {
+  lr_sandbox base;     /* the backend-neutral part (sandbox.h) */
   uv_loop_t *loop;
   uv_process_t proc;
   lr_out_pipe out[2];  /* the sandbox's stdout and stderr */
@@ -49,7 +50,6 @@ struct lr_sandbox {
   void *ud;
   void (*on_gone)(void *owner);
   void *owner;
-  char token[LR_TOKEN_LEN + 1];
   int pgid;
   int init_pidfd;
   bool isolated, from_open, to_open, info_open, init_polling;
@@ -57,14 +57,17 @@ struct lr_sandbox {
   uint64_t grace_ms, term_at;
   unsigned polls;
   bool exited, terminating, killed, released, closing;
-};
+} lr_local;
+
+static const lr_sandbox_ops lr__local_ops;
+static void lr__local_write(lr_sandbox *base, char *data, size_t len);
 
 typedef struct lr_write_req {
   uv_write_t req;
   char *data;
 } lr_write_req;
 
-static void lr__maybe_gone(lr_sandbox *sb) {
+static void lr__maybe_gone(lr_local *sb) {
   if (sb->open_handles > 0) return;
   lr__buf_free(&sb->outbox);
   lr__buf_free(&sb->info_text);
@@ -76,16 +79,16 @@ static void lr__maybe_gone(lr_sandbox *sb) {
 }
 
 static void lr__on_handle_closed(uv_handle_t *h) {
-  lr_sandbox *sb = h->data;
+  lr_local *sb = h->data;
   sb->open_handles--;
   lr__maybe_gone(sb);
 }
 
-static void lr__close(lr_sandbox *sb, uv_handle_t *h) {
+static void lr__close(lr_local *sb, uv_handle_t *h) {
   if (!uv_is_closing(h)) uv_close(h, lr__on_handle_closed);
 }
 
-static void lr__kill_all(lr_sandbox *sb, int sig) {
+static void lr__kill_all(lr_local *sb, int sig) {
   if (sb->isolated) {
     /* The outer bubblewrap: its death takes the namespace's init with it
      * (--die-with-parent), and the init's death every process inside. The
@@ -99,7 +102,7 @@ static void lr__kill_all(lr_sandbox *sb, int sig) {
   }
 }
 
-static void lr__emit_output(lr_sandbox *sb, lr_out_pipe *op, const char *data, size_t n, bool end) {
+static void lr__emit_output(lr_local *sb, lr_out_pipe *op, const char *data, size_t n, bool end) {
   lr_buf text = {0};
   lr__utf8_stream_feed(&op->utf8, data, n, end, &text);
   if (text.len && sb->ev && sb->ev->on_output) sb->ev->on_output(sb->ud, text.data, text.len);
@@ -108,7 +111,7 @@ static void lr__emit_output(lr_sandbox *sb, lr_out_pipe *op, const char *data, s
 
 /* Everything of the sandbox was sent SIGKILL: what its pipes hold now is
  * what it printed before the end. Read it at once, then close them. */
-static void lr__drain_now(lr_sandbox *sb) {
+static void lr__drain_now(lr_local *sb) {
   size_t total = 0;
   char *buf = lr__xmalloc(256 * 1024);
   for (int i = 0; i < 2; i++) {
@@ -131,7 +134,7 @@ static void lr__drain_now(lr_sandbox *sb) {
 
 /* Everything of the sandbox was sent SIGKILL and its output read: the run
  * may deliver. Then wait until nothing is left. */
-static void lr__check(lr_sandbox *sb) {
+static void lr__check(lr_local *sb) {
   if (!sb->terminating || sb->closing) return;
   if (!sb->killed && (sb->exited || uv_now(sb->loop) >= sb->term_at + sb->grace_ms)) {
     lr__kill_all(sb, SIGKILL);
@@ -153,7 +156,7 @@ static void lr__check(lr_sandbox *sb) {
 }
 
 static void lr__on_timer(uv_timer_t *t) {
-  lr_sandbox *sb = t->data;
+  lr_local *sb = t->data;
   /* Fast at first (a killed sandbox is gone within a few ms), then back off:
    * without a namespace each poll may read /proc. */
   if (++sb->polls == 50) uv_timer_set_repeat(t, 10);
@@ -161,7 +164,7 @@ static void lr__on_timer(uv_timer_t *t) {
 }
 
 static void lr__on_exit(uv_process_t *p, int64_t status, int term_signal) {
-  lr_sandbox *sb = p->data;
+  lr_local *sb = p->data;
   sb->exited = true;
   /* bubblewrap reports a child killed by signal n as exit status 128+n. */
   if (sb->isolated && term_signal == 0 && status > 128 && status < 128 + 65) {
@@ -182,7 +185,7 @@ static void lr__alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 }
 
 static void lr__on_output(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  lr_sandbox *sb = s->data;
+  lr_local *sb = s->data;
   lr_out_pipe *op = (uv_pipe_t *)s == &sb->out[0].pipe ? &sb->out[0] : &sb->out[1];
   if (n > 0 || n == UV_EOF) lr__emit_output(sb, op, buf->base, n > 0 ? (size_t)n : 0, n < 0);
   free(buf->base);
@@ -194,7 +197,7 @@ static void lr__on_output(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 }
 
 static void lr__on_frames(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  lr_sandbox *sb = s->data;
+  lr_local *sb = s->data;
   if (n > 0 && sb->ev && sb->ev->on_frames) sb->ev->on_frames(sb->ud, buf->base, (size_t)n);
   free(buf->base);
   if (n < 0) {
@@ -205,7 +208,7 @@ static void lr__on_frames(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 }
 
 static void lr__on_init_gone(uv_poll_t *p, int status, int events) {
-  lr_sandbox *sb = p->data;
+  lr_local *sb = p->data;
   sb->init_polling = false;
   uv_poll_stop(p);
   lr__close(sb, (uv_handle_t *)p);
@@ -216,7 +219,7 @@ static void lr__on_init_gone(uv_poll_t *p, int status, int events) {
  * sees it. A pidfd of it becomes readable once it is gone, and a PID
  * namespace's init is gone only after every process inside it. */
 static void lr__on_info(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  lr_sandbox *sb = s->data;
+  lr_local *sb = s->data;
   if (n > 0 && sb->info_text.len < 4096) lr__buf_append(&sb->info_text, buf->base, (size_t)n);
   free(buf->base);
   if (n >= 0) return;
@@ -244,7 +247,7 @@ static void lr__on_info(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 
 static void lr__on_write(uv_write_t *req, int status) {
   lr_write_req *w = (lr_write_req *)req;
-  lr_sandbox *sb = req->handle->data;
+  lr_local *sb = req->handle->data;
   free(w->data);
   free(w);
   if (status < 0 && status != UV_ECANCELED && !sb->terminating && sb->ev && sb->ev->on_write_error)
@@ -252,7 +255,7 @@ static void lr__on_write(uv_write_t *req, int status) {
 }
 
 static void lr__on_flush(uv_prepare_t *c) {
-  lr_sandbox *sb = c->data;
+  lr_local *sb = c->data;
   uv_prepare_stop(c);
   if (!sb->outbox.len) return;
   size_t len;
@@ -327,14 +330,15 @@ int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec, lr_san
     return -1;
   }
 
-  lr_sandbox *sb = lr__xcalloc(1, sizeof *sb);
+  lr_local *sb = lr__xcalloc(1, sizeof *sb);
+  sb->base.ops = &lr__local_ops;
   sb->loop = loop;
   sb->isolated = isolated;
   sb->grace_ms = spec->cfg->kill_grace_ms;
   sb->on_gone = spec->on_gone;
   sb->owner = spec->owner;
   sb->init_pidfd = -1;
-  lr__make_token(sb->token);
+  lr__make_token(sb->base.token);
   for (int i = 0; i < 2; i++) {
     uv_pipe_init(loop, &sb->out[i].pipe, 0);
     sb->out[i].pipe.data = sb;
@@ -410,23 +414,26 @@ int lr__sandbox_local_start(uv_loop_t *loop, const lr_sandbox_spec *spec, lr_san
   uv_read_start((uv_stream_t *)&sb->from, lr__alloc, lr__on_frames);
   /* The token first: the worker reads it before anything else. */
   char *line = lr__xmalloc(LR_TOKEN_LEN + 1);
-  memcpy(line, sb->token, LR_TOKEN_LEN);
+  memcpy(line, sb->base.token, LR_TOKEN_LEN);
   line[LR_TOKEN_LEN] = '\n';
-  lr__sandbox_write(sb, line, LR_TOKEN_LEN + 1);
-  *out = sb;
+  lr__local_write(&sb->base, line, LR_TOKEN_LEN + 1);
+  *out = &sb->base;
   return 0;
 }
 
-void lr__sandbox_attach(lr_sandbox *sb, const lr_sandbox_events *events, void *ud) {
+static void lr__local_attach(lr_sandbox *base, const lr_sandbox_events *events, void *ud) {
+  lr_local *sb = (lr_local *)base;
   sb->ev = events;
   sb->ud = ud;
 }
 
-const char *lr__sandbox_token(const lr_sandbox *sb) { return sb->token; }
+static bool lr__local_alive(const lr_sandbox *base) {
+  const lr_local *sb = (const lr_local *)base;
+  return !sb->exited && !sb->terminating && sb->from_open;
+}
 
-bool lr__sandbox_alive(const lr_sandbox *sb) { return !sb->exited && !sb->terminating && sb->from_open; }
-
-void lr__sandbox_write(lr_sandbox *sb, char *data, size_t len) {
+static void lr__local_write(lr_sandbox *base, char *data, size_t len) {
+  lr_local *sb = (lr_local *)base;
   if (sb->terminating || !sb->to_open) {
     free(data);
     return;
@@ -442,7 +449,8 @@ void lr__sandbox_write(lr_sandbox *sb, char *data, size_t len) {
   if (!uv_is_active((uv_handle_t *)&sb->flush)) uv_prepare_start(&sb->flush, lr__on_flush);
 }
 
-void lr__sandbox_terminate(lr_sandbox *sb) {
+static void lr__local_terminate(lr_sandbox *base) {
+  lr_local *sb = (lr_local *)base;
   if (sb->terminating) return;
   sb->terminating = true;
   sb->term_at = uv_now(sb->loop);
@@ -472,3 +480,10 @@ void lr__sandbox_terminate(lr_sandbox *sb) {
   uv_timer_start(&sb->timer, lr__on_timer, 1, 2);
   lr__check(sb);
 }
+
+static const lr_sandbox_ops lr__local_ops = {
+    .attach = lr__local_attach,
+    .alive = lr__local_alive,
+    .write = lr__local_write,
+    .terminate = lr__local_terminate,
+};

@@ -17,6 +17,12 @@ import { LineReader, base64Length, cutUtf8, stringCost, DEFAULT_MAX_FRAME_BYTES 
 const CONTROLLER = fileURLToPath(new URL('./controller.mjs', import.meta.url));
 const DRAIN_AFTER_EXIT_MS = 250;
 const TOKEN_LEN = 32;
+// `launcher.mjs --no-child-processes` (allowChildProcesses = false): the
+// controller and the program's worker lose --allow-child-process, which the
+// launcher itself needs to start the controller.
+const childArgv = process.argv.includes('--no-child-processes')
+  ? process.execArgv.filter((a) => a !== '--allow-child-process')
+  : process.execArgv;
 
 let maxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
 let cap = Infinity;
@@ -139,7 +145,7 @@ function onSandboxLine(line) {
 function startController(heapMb) {
   token = randomBytes(TOKEN_LEN / 2).toString('hex');
   try {
-    child = spawn(process.execPath, [...process.execArgv, CONTROLLER, String(heapMb)], {
+    child = spawn(process.execPath, [...childArgv, CONTROLLER, String(heapMb)], {
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
       env: {},

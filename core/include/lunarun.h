@@ -55,6 +55,11 @@ extern "C" {
 
 #define LR_ISOLATION_BWRAP 0 /* bubblewrap: namespaces, a minimal read-only filesystem */
 #define LR_ISOLATION_NONE 1  /* a plain Node process with the host user's rights */
+#define LR_ISOLATION_E2B 2   /* in results only: the run was in an E2B microVM */
+
+/* Where sandboxes run (the `backend` key). */
+#define LR_BACKEND_LOCAL 0 /* processes on this machine */
+#define LR_BACKEND_E2B 1   /* E2B cloud sandboxes (README, "E2B") */
 
 /* A host path shown inside the sandbox at `at` (read-only unless write). */
 typedef struct lr_mount {
@@ -94,6 +99,17 @@ typedef struct lr_config {
   uint64_t pool_size;         /* poolSize: warm sandboxes kept ready, default 2 (0 = none) */
   uint64_t pool_idle_ms;      /* poolIdleMs: a pooled sandbox unused this long is ended,
                                  default 300000 */
+  /* The backend is the runtime's, like isolation. The E2B API key is read
+   * from $E2B_API_KEY only, never from a config. */
+  int backend;                /* backend: LR_BACKEND_LOCAL (default) or LR_BACKEND_E2B */
+  char *e2b_template;         /* e2bTemplate: NULL = "base" */
+  char *e2b_domain;           /* e2bDomain: NULL = $E2B_DOMAIN, else "e2b.app" */
+  char *e2b_api_url;          /* e2bApiUrl: NULL = $E2B_API_URL, else https://api.<domain> */
+  char *e2b_sandbox_url;      /* e2bSandboxUrl: NULL = $E2B_SANDBOX_URL, else
+                                 https://49983-<sandbox>.<domain> */
+  char *e2b_user;             /* e2bUser: the remote user; NULL = "user" */
+  uint64_t e2b_timeout_ms;    /* e2bTimeoutMs: the remote sandbox's lifetime, refreshed
+                                 while runs use it, default 300000 */
 } lr_config;
 
 /* Fills c with the defaults. */
@@ -143,6 +159,9 @@ typedef enum lr_kind {
 #undef LR_KIND_ENUM
 } lr_kind;
 
+/* "bwrap", "none" or "e2b": stats.isolation as results name it. */
+const char *lr_isolation_name(int isolation);
+
 /* "exception", "timeout", ... ("ok" for LR_OK). */
 const char *lr_kind_name(lr_kind kind);
 
@@ -152,7 +171,7 @@ typedef struct lr_stats {
   uint64_t output_bytes;  /* what the result's logs + value/message cost (SPEC §5) */
   uint64_t binding_calls; /* calls the program made */
   uint64_t log_entries;   /* log entries the program emitted (kept or not) */
-  int isolation;          /* the isolation in force: LR_ISOLATION_BWRAP or LR_ISOLATION_NONE */
+  int isolation;          /* the isolation in force: LR_ISOLATION_BWRAP, _NONE or _E2B */
 } lr_stats;
 
 typedef struct lr_result {
