@@ -692,6 +692,7 @@ async function files(req, res, url, sb) {
   const f = takeFault("upload");
   if (f) { await readBody(req).catch(() => {}); return sendFault(res, f); }
   let raw = await readBody(req);
+  if (sb.gone) return sandboxGone(res, sb.id);
   const ct = req.headers["content-type"] || "";
   const written = [];
   const put = (target, data) => {
@@ -751,6 +752,8 @@ async function processService(req, res, method, sb, entry) {
     return connectUnaryError(res, err.code, err.message);
   }
   entry.rpc = msg;
+  // the sandbox may have ended while the request was read
+  if (sb.gone) return sandboxGone(res, sb.id);
   try {
     switch (method) {
       case "Start": {
