@@ -751,7 +751,9 @@ async function processService(req, res, method, sb, entry) {
     }
     return connectUnaryError(res, err.code, err.message);
   }
-  entry.rpc = msg;
+  // the decoded request, for specs to assert on (a big one only by its size)
+  const size = raw.length;
+  entry.rpc = size <= 65536 ? msg : { truncated: true, size };
   // the sandbox may have ended while the request was read
   if (sb.gone) return sandboxGone(res, sb.id);
   try {
@@ -834,7 +836,8 @@ async function processService(req, res, method, sb, entry) {
         throw new ConnectErr("failed_precondition", "double: the process has no PTY");
       default:
         if (streaming) break;
-        return connectUnaryError(res, "unimplemented", `process.Process/${method} is not implemented`);
+        // connect-go answers an unknown procedure with 404
+        return sendJSON(res, 404, { code: "unimplemented", message: `process.Process/${method} is not implemented` });
     }
   } catch (e) {
     const err = e instanceof ConnectErr ? e : new ConnectErr("internal", e.message);
