@@ -79,6 +79,10 @@ describe("the E2B double, through E2B's official JS SDK", function()
     assert.are.same({ echoed = true, seen = "ping\npong\n", exitCode = 0 }, r.stdin)
   end)
 
+  it("connects to a running process (Connect) and sees its output", function()
+    assert.are.same({ samePid = true, seen = "got it\n", stdout = "got it\n" }, r.connect)
+  end)
+
   it("kills a process (SIGKILL): its end says so", function()
     assert.are.same({ listed = true, killed = true,
       result = { threw = "CommandExitError", exitCode = -1, error = "signal: killed" } }, r.kill)

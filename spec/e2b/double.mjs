@@ -341,8 +341,15 @@ function openStream(sb, res, req, pidForStart) {
     for (const t of s.timers) clearTimeout(t), clearInterval(t);
     sb.streams.delete(res);
   };
+  // called once the client drained what was written, or went away
+  s.waiters = new Set();
+  const wake = () => { const w = [...s.waiters]; s.waiters.clear(); for (const f of w) f(); };
+  res.on("drain", wake);
+  res.on("close", wake);
   res.on("close", close);
-  s.send = (obj) => { if (s.open) res.write(envelope(0, obj)); };
+  res.on("error", () => {});
+  // false when the client reads slower than the process writes
+  s.send = (obj) => (s.open ? res.write(envelope(0, obj)) : true);
   s.finish = (error) => {
     if (!s.open) return;
     res.write(envelope(2, error ? { error } : {}));
@@ -411,8 +418,21 @@ function startProcess(sb, request, timeoutMs, stream, fault) {
   child.stdin?.on("error", () => {});
   stream.send({ event: { start: { pid: p.pid } } });
   const broadcast = (obj) => { for (const s of p.subscribers) s.send(obj); };
-  child.stdout.on("data", (b) => broadcast({ event: { data: { stdout: b.toString("base64") } } }));
-  child.stderr.on("data", (b) => broadcast({ event: { data: { stderr: b.toString("base64") } } }));
+  // Backpressure: a slow reader stops the process's pipes (as envd's would
+  // fill), instead of the double buffering without bound.
+  const resume = () => { child.stdout.resume(); child.stderr.resume(); };
+  const output = (obj) => {
+    let blocked = false;
+    for (const s of p.subscribers) {
+      if (!s.send(obj)) {
+        blocked = true;
+        s.waiters.add(resume);
+      }
+    }
+    if (blocked) { child.stdout.pause(); child.stderr.pause(); }
+  };
+  child.stdout.on("data", (b) => output({ event: { data: { stdout: b.toString("base64") } } }));
+  child.stderr.on("data", (b) => output({ event: { data: { stderr: b.toString("base64") } } }));
   // 'close' comes once the process exited and stdout and stderr closed
   child.on("close", (code, signal) => {
     p.ended = true;
@@ -672,6 +692,7 @@ async function files(req, res, url, sb) {
   const f = takeFault("upload");
   if (f) { await readBody(req).catch(() => {}); return sendFault(res, f); }
   let raw = await readBody(req);
+  if (sb.gone) return sandboxGone(res, sb.id);
   const ct = req.headers["content-type"] || "";
   const written = [];
   const put = (target, data) => {
@@ -730,7 +751,11 @@ async function processService(req, res, method, sb, entry) {
     }
     return connectUnaryError(res, err.code, err.message);
   }
-  entry.rpc = msg;
+  // the decoded request, for specs to assert on (a big one only by its size)
+  const size = raw.length;
+  entry.rpc = size <= 65536 ? msg : { truncated: true, size };
+  // the sandbox may have ended while the request was read
+  if (sb.gone) return sandboxGone(res, sb.id);
   try {
     switch (method) {
       case "Start": {
@@ -811,7 +836,8 @@ async function processService(req, res, method, sb, entry) {
         throw new ConnectErr("failed_precondition", "double: the process has no PTY");
       default:
         if (streaming) break;
-        return connectUnaryError(res, "unimplemented", `process.Process/${method} is not implemented`);
+        // connect-go answers an unknown procedure with 404
+        return sendJSON(res, 404, { code: "unimplemented", message: `process.Process/${method} is not implemented` });
     }
   } catch (e) {
     const err = e instanceof ConnectErr ? e : new ConnectErr("internal", e.message);

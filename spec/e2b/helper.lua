@@ -18,8 +18,15 @@ local function shell(cmd)
 end
 M.shell = shell
 
+-- A process that runs (a zombie does not count: whoever reaps orphans here
+-- may take its time).
 local function alive(pid)
-  return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true
+  local f = io.open("/proc/" .. pid .. "/stat")
+  if not f then return false end
+  local s = f:read("a")
+  f:close()
+  local state = s:match("%) (%a)")
+  return state ~= nil and state ~= "Z" and state ~= "X"
 end
 M.alive = alive
 
@@ -157,8 +164,9 @@ end
 
 -- The same in the background: returns a handle whose read() gives the
 -- envelopes so far, and wait() waits for curl to end.
-function M.start_process_bg(d, sb, request)
+function M.start_process_bg(d, sb, request, extra_headers)
   local headers = M.envd_headers(sb, { ["Content-Type"] = "application/connect+json", ["Connect-Protocol-Version"] = "1" })
+  for k, v in pairs(extra_headers or {}) do headers[k] = v end
   local infile, outfile = h.tmpfile(M.envelope(request)), h.tmpfile("")
   local args = { "curl -s -N -o " .. h.q(outfile), "-X POST --max-time 30" }
   for k, v in pairs(headers) do args[#args + 1] = "-H " .. h.q(k .. ": " .. v) end
@@ -192,7 +200,8 @@ end
 function M.unary(d, sb, method, request, extra_headers)
   local headers = M.envd_headers(sb, { ["Content-Type"] = "application/json", ["Connect-Protocol-Version"] = "1" })
   for k, v in pairs(extra_headers or {}) do headers[k] = v end
-  return M.http_json("POST", d.url .. "/process.Process/" .. method, { body = json.encode(request), headers = headers })
+  local body = next(request) == nil and "{}" or json.encode(request)
+  return M.http_json("POST", d.url .. "/process.Process/" .. method, { body = body, headers = headers })
 end
 
 -- GET /_double/processes

@@ -103,6 +103,16 @@ await step("stdin", async () => {
   return { echoed, seen, exitCode: r.exitCode };
 });
 
+await step("connect", async () => {
+  const h = await sbx.commands.run('read x; echo "got $x"', { background: true, stdin: true });
+  let seen = "";
+  const again = await sbx.commands.connect(h.pid, { onStdout: (d) => { seen += d; } });
+  await sbx.commands.sendStdin(h.pid, "it\n");
+  const r = await again.wait();
+  await h.wait();
+  return { samePid: again.pid === h.pid, seen, stdout: r.stdout };
+});
+
 await step("kill", async () => {
   const h = await sbx.commands.run("sleep 100", { background: true });
   const listed = (await sbx.commands.list()).some((p) => p.pid === h.pid);
