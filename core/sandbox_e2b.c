@@ -86,6 +86,7 @@ struct lr_e2b_sb {
   void *owner;
   uint64_t grace_ms, stream_timeout_ms;
   bool allow_children;
+  uint64_t memory_mb; /* maxProcessMemoryMb */
   lr_sb_state state;
   lr_http_request *stream;
   lr_connect_reader reader;
@@ -765,11 +766,14 @@ static void lr__sb_begin(lr_e2b_sb *sb) {
   /* setsid: envd starts commands in its own group and signals one pid; as
    * a group leader the launcher and its children can be killed at once.
    * The permission model keeps the program to the runner and /tmp. */
+  /* maxProcessMemoryMb as locally (RLIMIT_AS bounds Buffers, which the
+   * heap cap does not), where the template has util-linux's prlimit. */
   char *script = lr__strf(
-      "d=\"$PWD/%s\"; exec setsid node --permission --allow-fs-read=\"$d/\" --allow-fs-read=/tmp/ "
+      "d=\"$PWD/%s\"; cap=; command -v prlimit >/dev/null 2>&1 && cap=\"prlimit --as=%" PRIu64 " --core=0 --\"; "
+      "exec setsid $cap node --permission --allow-fs-read=\"$d/\" --allow-fs-read=/tmp/ "
       "--allow-fs-write=/tmp/ --allow-worker --allow-child-process --disable-warning=ExperimentalWarning "
       "--disable-warning=PERM0006 --disable-warning=PERM0002 \"$d/launcher.mjs\"%s",
-      e->runner_dir, sb->allow_children ? "" : " --no-child-processes");
+      e->runner_dir, sb->memory_mb * 1024 * 1024, sb->allow_children ? "" : " --no-child-processes");
   char err[LR_ERR_MAX];
   sb->stream = lr__start_process(e, script, true, sb->stream_timeout_ms, lr__sb_on_data, lr__sb_on_stream_done,
                                  sb, err);
@@ -829,10 +833,11 @@ static void lr__on_kill_done(void *ud, const lr_http_response *res, const lr_htt
 }
 
 /* Signals the launcher's group and the groups of its children (the
- * controller runs in a group of its own). */
+ * controller runs in a group of its own). procps' kill: dash's builtin
+ * takes no "--" and reads "-PID" as an option. */
 static void lr__sb_kill(lr_e2b_sb *sb, const char *sig) {
   char *script = lr__strf("p=%" PRId64 "; g=\"-$p\"; for c in $(pgrep -P $p 2>/dev/null); do g=\"$g -$c\"; done; "
-                          "kill -%s -- $g 2>/dev/null; exit 0",
+                          "env kill -%s -- $g 2>/dev/null; exit 0",
                           sb->pid, sig);
   lr_cmd *c = lr__cmd_new(sb->e2b, sb);
   char err[LR_ERR_MAX];
@@ -952,6 +957,7 @@ int lr__sandbox_e2b_start(lr_e2b *e, const lr_sandbox_spec *spec, lr_sandbox **o
   sb->owner = spec->owner;
   sb->grace_ms = spec->cfg->kill_grace_ms;
   sb->allow_children = spec->cfg->allow_child_processes;
+  sb->memory_mb = spec->cfg->max_process_memory_mb;
   sb->stream_timeout_ms = spec->cfg->max_wall_ms + 2 * spec->cfg->kill_grace_ms + LR_E2B_GIVE_UP_MS;
   lr__connect_reader_init(&sb->reader, LR_E2B_MAX_ENVELOPE);
   uv_timer_init(e->loop, &sb->timer);

@@ -10,6 +10,7 @@
 
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { constants as osConstants } from 'node:os';
 import { StringDecoder } from 'node:string_decoder';
 import { fileURLToPath } from 'node:url';
 import { LineReader, base64Length, cutUtf8, stringCost, DEFAULT_MAX_FRAME_BYTES } from './codec.mjs';
@@ -160,7 +161,10 @@ function startController(heapMb) {
   if (!child.pid) return;
   child.on('exit', (code, signal) => {
     childExited = true;
-    exitHow = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+    // Worded as the local host words it (core/run.c).
+    exitHow = signal
+      ? `was killed by signal ${osConstants.signals[signal] ?? '?'} (${signal})`
+      : `exited with code ${code}`;
     maybeFinish();
   });
   [child.stdout, child.stderr].forEach((stream, i) => {

@@ -11,6 +11,11 @@ M.bin = os.getenv("LUNARUN_BIN") or (M.root .. "build/lunarun")
 M.fixtures = here .. "fixtures/"
 M.isolation = os.getenv("LUNARUN_ISOLATION")
 if M.isolation == "" then M.isolation = nil end
+-- LUNARUN_BACKEND=e2b (set by spec/e2b/with-double, which starts the E2B
+-- test double and points $E2B_API_URL/$E2B_SANDBOX_URL at it) runs the
+-- specs on the E2B backend.
+M.backend = os.getenv("LUNARUN_BACKEND")
+if M.backend == "" then M.backend = nil end
 
 -- Absolute paths, for commands that run in another folder.
 function M.abspath(p)
@@ -84,6 +89,7 @@ function M.run(program, opts)
   -- command runs the main specs in both modes); a test's own sets come
   -- later and win.
   if M.isolation then args[#args + 1] = "--set isolation=" .. M.q(M.isolation) end
+  if M.backend then args[#args + 1] = "--set backend=" .. M.q(M.backend) end
   for _, s in ipairs(opts.sets or {}) do
     args[#args + 1] = "--set " .. M.q(s)
   end

@@ -494,6 +494,11 @@ const START_MODES = new Set(["cut", "truncated", "oversized", "error-end"]);
 function takeFault(op) {
   const f = faults[op];
   if (!f) return null;
+  // `skip: N` lets the first N matching requests through untouched.
+  if (f.skip > 0) {
+    f.skip--;
+    return null;
+  }
   if (f.times !== undefined) {
     f.times--;
     if (f.times <= 0) delete faults[op];
