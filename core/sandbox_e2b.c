@@ -971,9 +971,13 @@ int lr__sandbox_e2b_start(lr_e2b *e, const lr_sandbox_spec *spec, lr_sandbox **o
   if (e->state == LR_REMOTE_READY) {
     lr__sb_begin(sb);
   } else {
-    sb->next = e->waiting;
-    if (e->waiting) e->waiting->prev = sb;
-    e->waiting = sb;
+    /* In arrival order: the first run waiting starts first. */
+    lr_e2b_sb **tail = &e->waiting;
+    while (*tail) {
+      sb->prev = *tail;
+      tail = &(*tail)->next;
+    }
+    *tail = sb;
     lr__e2b_prepare(e);
   }
   *out = &sb->base;
