@@ -116,7 +116,10 @@ end
 -- the runner they bind, and everything inside dies with them: matching them
 -- is enough.
 function M.leftovers(pattern)
-  local pat = pattern or (tmpdir:gsub("[%.%-]", "\\%0") .. "/lunarun-[A-Za-z0-9]+/(controller|strip)\\.mjs")
+  -- The runner folder of any runtime of this process: the controller's and
+  -- the strip helper's command lines name it, and so does the bwrap that
+  -- binds it.
+  local pat = pattern or (tmpdir:gsub("[%.%-]", "\\%0") .. "/lunarun-[A-Za-z0-9]+/runner")
   local p = io.popen("pgrep -af " .. M.q(pat) .. " 2>/dev/null")
   local s = p:read("a")
   p:close()
