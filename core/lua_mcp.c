@@ -1,0 +1,151 @@
+/* `lunarun mcp`: the Model Context Protocol server on stdio. The protocol
+ * itself is Lua (lua/lunarun/mcp_server.lua, on luv and the `lunarun`
+ * module); this file gives it the runtime the CLI made, the catalog of the
+ * loaded bindings, and a standard output nobody else can write to. */
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lua_glue.h"
+#include "util.h"
+
+/* Pushes require(name)[field]; raises on failure (called under pcall). */
+static void lr__push_module_field(lua_State *L, const char *name, const char *field) {
+  lua_getglobal(L, "require");
+  lua_pushstring(L, name);
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, field);
+  lua_remove(L, -2);
+}
+
+static int lr__catalog_protected(lua_State *L) {
+  lr__push_module_field(L, "lunarun.mcp_server", "catalog");
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+/* The loaded bindings as JSON text (mcp_server.catalog): each file runs
+ * once more in a state and on a loop of its own, as `lunarun describe` does,
+ * so nothing of it touches the server's loop. */
+static char *lr__mcp_catalog(const char *const *paths, size_t npaths, char *err) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lr_lua *lua = lr_lua_new(&loop);
+  char *text = NULL;
+  if (!lua) {
+    snprintf(err, LR_ERR_MAX, "mcp: cannot make a Lua state");
+  } else {
+    lua_State *L = lr__lua_state(lua);
+    lua_pushcfunction(L, lr__catalog_protected);
+    lua_createtable(L, (int)npaths, 0);
+    for (size_t i = 0; i < npaths; i++) {
+      lua_pushstring(L, paths[i]);
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    if (lr__lua_pcall(L, 1, 1) != LUA_OK) {
+      const char *msg = lua_tostring(L, -1);
+      snprintf(err, LR_ERR_MAX, "mcp: %.*s", msg ? (int)strcspn(msg, "\n") : 0, msg ? msg : "cannot describe the bindings");
+    } else {
+      text = strdup(lua_tostring(L, -1));
+    }
+    lr_lua_close(lua);
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  return text;
+}
+
+static void lr__set_integer(lua_State *L, const char *key, uint64_t v) {
+  lua_pushinteger(L, (lua_Integer)v);
+  lua_setfield(L, -2, key);
+}
+
+static int lr__serve_protected(lua_State *L) {
+  lr__push_module_field(L, "lunarun.mcp_server", "serve");
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 0);
+  return 0;
+}
+
+static int lr__exit_code_protected(lua_State *L) {
+  lr__push_module_field(L, "lunarun.mcp_server", "exit_code");
+  return 1;
+}
+
+int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, char *err) {
+  uv_loop_t *loop = lr_runtime_loop(rt);
+  char *catalog = lr__mcp_catalog(paths, npaths, err);
+  if (!catalog) {
+    lr_runtime_dispose(rt, NULL, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    return -1;
+  }
+  /* The protocol gets the real standard output on a descriptor of its own
+   * (closed on exec: no sandbox inherits it); descriptor 1 becomes standard
+   * error, so a binding's print or a stray write from C lands there. */
+  int out_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (out_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    snprintf(err, LR_ERR_MAX, "mcp: cannot set standard output aside");
+    free(catalog);
+    lr_runtime_dispose(rt, NULL, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    return -1;
+  }
+  /* A client that went away must not kill the server mid-write. */
+  signal(SIGPIPE, SIG_IGN);
+
+  lr_lua *lua = lr_lua_new(loop);
+  if (!lua) {
+    snprintf(err, LR_ERR_MAX, "mcp: cannot make a Lua state");
+    free(catalog);
+    close(out_fd);
+    lr_runtime_dispose(rt, NULL, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    return -1;
+  }
+  lua_State *L = lr__lua_state(lua);
+  const lr_config *cfg = lr_runtime_config(rt);
+  /* The runtime handle's metatable comes with the module. */
+  luaL_requiref(L, "lunarun", luaopen_lunarun, 0);
+  lua_pop(L, 1);
+  lua_pushcfunction(L, lr__serve_protected);
+  lua_createtable(L, 0, 8);
+  lr__lua_push_runtime(L, rt);
+  lua_setfield(L, -2, "runtime");
+  lua_pushstring(L, catalog);
+  lua_setfield(L, -2, "catalog");
+  free(catalog);
+  lr__set_integer(L, "input_fd", STDIN_FILENO);
+  lr__set_integer(L, "output_fd", (uint64_t)out_fd);
+  lua_createtable(L, 0, 4);
+  lr__set_integer(L, "computeMs", cfg->compute_ms);
+  lr__set_integer(L, "maxWallMs", cfg->max_wall_ms);
+  lr__set_integer(L, "maxOutputBytes", cfg->max_output_bytes);
+  lr__set_integer(L, "maxOldGenerationSizeMb", cfg->max_old_generation_size_mb);
+  lua_setfield(L, -2, "limits");
+  lua_pushboolean(L, cfg->network_host);
+  lua_setfield(L, -2, "network_host");
+  int rc = 0;
+  if (lr__lua_pcall(L, 1, 0) != LUA_OK) {
+    snprintf(err, LR_ERR_MAX, "mcp: %s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    rc = -1;
+  }
+  uv_run(loop, UV_RUN_DEFAULT);
+  if (rc == 0) {
+    lua_pushcfunction(L, lr__exit_code_protected);
+    rc = lr__lua_pcall(L, 0, 1) == LUA_OK ? (int)lua_tointeger(L, -1) : 70;
+    lua_pop(L, 1);
+  }
+  /* Closing the state disposes the runtime if the server did not (a failed
+   * start); let the loop finish what that began. */
+  lr_lua_close(lua);
+  uv_run(loop, UV_RUN_DEFAULT);
+  close(out_fd);
+  return rc;
+}
