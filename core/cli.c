@@ -2,10 +2,12 @@
  * else. Exit 0: the run succeeded (or the MCP server ended); 1: it failed;
  * 2: misuse. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lunarun.h"
 
@@ -212,6 +214,15 @@ int main(int argc, char **argv) {
   if (lr_config_check(&cfg, err) != 0) goto misuse;
 
   if (strcmp(cli.command, "mcp") == 0) {
+    /* The protocol gets the real standard output on a descriptor of its own
+     * (closed on exec: no sandbox inherits it); descriptor 1 becomes
+     * standard error before any bindings file runs, so a print in one, or
+     * a stray write from anywhere, cannot corrupt the stream. */
+    int protocol_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (protocol_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      snprintf(err, sizeof err, "mcp: cannot set standard output aside: %s", strerror(errno));
+      goto misuse;
+    }
     if (lr_runtime_new(&cli.loop, &cfg, &cli.rt, err) != 0) goto misuse;
     for (size_t i = 0; i < cli.nbindings; i++) {
       if (lr_runtime_load_bindings(cli.rt, cli.bindings[i], err) != 0) {
@@ -221,7 +232,9 @@ int main(int argc, char **argv) {
       }
     }
     /* Until standard input ends or a signal: the server owns the runtime. */
-    if (lr_mcp_serve(cli.rt, cli.bindings, cli.nbindings, err) != 0) goto misuse;
+    rc = lr_mcp_serve(cli.rt, cli.bindings, cli.nbindings, STDIN_FILENO, protocol_fd, err);
+    close(protocol_fd);
+    if (rc != 0) goto misuse;
     code = LR_EXIT_OK;
     goto out;
   }

@@ -1,14 +1,12 @@
 /* `lunarun mcp`: the Model Context Protocol server on stdio. The protocol
  * itself is Lua (lua/lunarun/mcp_server.lua, on luv and the `lunarun`
  * module); this file gives it the runtime the CLI made, the catalog of the
- * loaded bindings, and a standard output nobody else can write to. */
-#include <fcntl.h>
+ * loaded bindings, and the descriptors it speaks on. */
 #include <lauxlib.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "lua_glue.h"
 #include "util.h"
@@ -77,21 +75,10 @@ static int lr__exit_code_protected(lua_State *L) {
   return 1;
 }
 
-int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, char *err) {
+int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, int in_fd, int out_fd, char *err) {
   uv_loop_t *loop = lr_runtime_loop(rt);
   char *catalog = lr__mcp_catalog(paths, npaths, err);
   if (!catalog) {
-    lr_runtime_dispose(rt, NULL, NULL);
-    uv_run(loop, UV_RUN_DEFAULT);
-    return -1;
-  }
-  /* The protocol gets the real standard output on a descriptor of its own
-   * (closed on exec: no sandbox inherits it); descriptor 1 becomes standard
-   * error, so a binding's print or a stray write from C lands there. */
-  int out_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
-  if (out_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
-    snprintf(err, LR_ERR_MAX, "mcp: cannot set standard output aside");
-    free(catalog);
     lr_runtime_dispose(rt, NULL, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
     return -1;
@@ -103,7 +90,6 @@ int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, char *
   if (!lua) {
     snprintf(err, LR_ERR_MAX, "mcp: cannot make a Lua state");
     free(catalog);
-    close(out_fd);
     lr_runtime_dispose(rt, NULL, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
     return -1;
@@ -120,7 +106,7 @@ int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, char *
   lua_pushstring(L, catalog);
   lua_setfield(L, -2, "catalog");
   free(catalog);
-  lr__set_integer(L, "input_fd", STDIN_FILENO);
+  lr__set_integer(L, "input_fd", (uint64_t)in_fd);
   lr__set_integer(L, "output_fd", (uint64_t)out_fd);
   lua_createtable(L, 0, 4);
   lr__set_integer(L, "computeMs", cfg->compute_ms);
@@ -146,6 +132,5 @@ int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, char *
    * start); let the loop finish what that began. */
   lr_lua_close(lua);
   uv_run(loop, UV_RUN_DEFAULT);
-  close(out_fd);
   return rc;
 }

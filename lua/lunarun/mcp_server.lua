@@ -562,10 +562,16 @@ function Server:on_input(data)
   if start <= #text then self.buffer[1] = text:sub(start) end
 end
 
+-- A pipe or a socket is read on the loop; libuv cannot poll a file (epoll
+-- refuses it) and a terminal is not worth a handle type of its own here.
+local function pollable(fd)
+  local kind = uv.guess_handle(fd)
+  return kind == "pipe" or kind == "tcp" or kind == "udp"
+end
+
 function Server:read_input()
-  local pipe = uv.new_pipe(false)
-  local ok = pipe:open(self.input_fd)
-  if ok then
+  local pipe = pollable(self.input_fd) and uv.new_pipe(false)
+  if pipe and pipe:open(self.input_fd) then
     self.in_pipe = pipe
     pipe:read_start(function(err, data)
       if data then return self:on_input(data) end
@@ -574,8 +580,9 @@ function Server:read_input()
     end)
     return
   end
-  lunarun.close_handle(pipe)
-  -- Not a pipe or socket (a file, /dev/null): read it through the thread pool.
+  if pipe then lunarun.close_handle(pipe) end
+  -- Not a pipe or socket (a file, /dev/null, a terminal): read it through
+  -- the thread pool.
   local function next_chunk()
     uv.fs_read(self.input_fd, 65536, -1, function(err, data)
       if self.closing then return end
@@ -590,12 +597,13 @@ function Server:read_input()
 end
 
 function Server:open_output()
-  local pipe = uv.new_pipe(false)
-  if pipe:open(self.output_fd) then
+  local pipe = pollable(self.output_fd) and uv.new_pipe(false)
+  if pipe and pipe:open(self.output_fd) then
     self.out_pipe = pipe
-  else
-    lunarun.close_handle(pipe) -- a file: synchronous writes
+  elseif pipe then
+    lunarun.close_handle(pipe)
   end
+  -- Otherwise (a file, a terminal) writes are synchronous.
 end
 
 -- Standard input ended or a signal came: abort what runs, dispose the
