@@ -64,6 +64,9 @@ int luaopen_lunarun(lua_State *L);
  * luaopen_lunarun to have run in the state. */
 void lr__lua_push_runtime(lua_State *L, lr_runtime *rt);
 
+/* lunarun._release_handle (lua_mcp.c). */
+int lr__lua_release_handle(lua_State *L);
+
 /* Fills the module table at the top of the stack with what handlers use
  * (null, array, is_array, wait, http_client, sleep, exec, ...). */
 void lr__lua_open_helpers(lua_State *L);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <luv/lhandle.h>
+
 #include "lua_glue.h"
 #include "util.h"
 
@@ -133,4 +135,27 @@ int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, int in
   lr_lua_close(lua);
   uv_run(loop, UV_RUN_DEFAULT);
   return rc;
+}
+
+static void lr__free_released_handle(uv_handle_t *handle) { free(handle); }
+
+/* lunarun._release_handle(h): closes a luv handle without calling back into
+ * Lua. For handles still open when their state closes (the processes of
+ * MCP servers): luv's own collection would run its close callback after the
+ * state is gone. Call it from a __gc that runs before the handle's. */
+int lr__lua_release_handle(lua_State *L) {
+  void **udata = lua_touserdata(L, 1);
+  if (!udata || luaL_getmetafield(L, 1, "__name") != LUA_TSTRING || strncmp(lua_tostring(L, -1), "uv_", 3) != 0)
+    return luaL_argerror(L, 1, "a luv handle expected");
+  uv_handle_t *handle = *udata;
+  if (!handle || uv_is_closing(handle)) return 0;
+  *udata = NULL; /* luv's __gc has nothing left to do */
+  luv_handle_t *data = handle->data;
+  if (data) {
+    if (data->extra_gc) data->extra_gc(data->extra);
+    free(data);
+    handle->data = NULL;
+  }
+  uv_close(handle, lr__free_released_handle);
+  return 0;
 }
