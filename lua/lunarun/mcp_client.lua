@@ -309,7 +309,10 @@ Server.__index = Server
 -- a bindings file loads before the loop runs (lunarun run, describe, mcp).
 function Server:start_blocking()
   local proc, err = spawn(self)
-  if not proc then error(err, 0) end
+  if not proc then
+    uv.run("nowait") -- the failed spawn's close callbacks, before the state may close
+    error(err, 0)
+  end
   local done, tools
   proc:handshake(function(herr, list)
     done, err, tools = true, herr, list
@@ -324,7 +327,8 @@ function Server:start_blocking()
   uv.run("nowait")
   if not done then err = string.format("no answer within %d ms", self.startTimeoutMs) end
   if err then
-    proc:stop()
+    proc:release()
+    uv.run("nowait") -- close callbacks of a process that died, before the state may close
     error(string.format("MCP server %q: %s", self.name, err), 0)
   end
   proc.ready = true
