@@ -207,6 +207,12 @@ describe("lunarun mcp", function()
       assert.are.same({}, r.leftAfterExit)
     end)
 
+    it("answers several calls in flight, more than it runs at once", function()
+      local r = wire({ scenario = "concurrent" })
+      assert.are.same({ 0, 1, 2, 3, 4, 5, 6 }, r.values)
+      assert.are.equal(0, r.exit.code)
+    end)
+
     it("keeps stdout for the protocol when bindings print", function()
       local noisy = h.abspath(h.fixtures) .. "/mcp_noisy.lua"
       local r = wire({ scenario = "call", arguments = { code = "return await noisy.shout({ text: 'hey' })" },

@@ -563,15 +563,25 @@ function Server:on_input(data)
 end
 
 -- A pipe or a socket is read on the loop; libuv cannot poll a file (epoll
--- refuses it) and a terminal is not worth a handle type of its own here.
+-- refuses it).
 local function pollable(fd)
   local kind = uv.guess_handle(fd)
   return kind == "pipe" or kind == "tcp" or kind == "udp"
 end
 
 function Server:read_input()
-  local pipe = pollable(self.input_fd) and uv.new_pipe(false)
-  if pipe and pipe:open(self.input_fd) then
+  local pipe
+  if uv.guess_handle(self.input_fd) == "tty" then
+    -- A person typing: a thread-pool read would block the exit on a signal.
+    pipe = uv.new_tty(self.input_fd, true)
+  elseif pollable(self.input_fd) then
+    pipe = uv.new_pipe(false)
+    if not pipe:open(self.input_fd) then
+      lunarun.close_handle(pipe)
+      pipe = nil
+    end
+  end
+  if pipe then
     self.in_pipe = pipe
     pipe:read_start(function(err, data)
       if data then return self:on_input(data) end
@@ -580,9 +590,8 @@ function Server:read_input()
     end)
     return
   end
-  if pipe then lunarun.close_handle(pipe) end
-  -- Not a pipe or socket (a file, /dev/null, a terminal): read it through
-  -- the thread pool.
+  -- Not a pipe, socket or terminal (a file, /dev/null): read it through the
+  -- thread pool.
   local function next_chunk()
     uv.fs_read(self.input_fd, 65536, -1, function(err, data)
       if self.closing then return end

@@ -125,6 +125,20 @@ const scenarios = {
     return r;
   },
 
+  // More calls than the server runs at once: every one is answered, each
+  // with its own value.
+  async concurrent(server) {
+    const n = 7;
+    const calls = [];
+    for (let i = 0; i < n; i++) {
+      calls.push(request(server, 100 + i, "tools/call", {
+        name: "run", arguments: { code: `await new Promise((r) => setTimeout(r, 300)); return ${i}` }, _meta: MODERN,
+      }));
+    }
+    const answers = await Promise.all(calls);
+    return { values: answers.map((a) => a.result.structuredContent.value) };
+  },
+
   async call(server) {
     return { result: await request(server, 70, "tools/call", { name: opts.tool ?? "run", arguments: opts.arguments, _meta: MODERN }) };
   },
