@@ -1,7 +1,7 @@
 /* `lunarun mcp`: the Model Context Protocol server on stdio. The protocol
  * itself is Lua (lua/lunarun/mcp_server.lua, on luv and the `lunarun`
- * module); this file gives it the runtime the CLI made, the catalog of the
- * loaded bindings, and the descriptors it speaks on. */
+ * module); this file gives it the runtime the CLI made, a way to describe
+ * the loaded bindings, and the descriptors it speaks on. */
 #include <lauxlib.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,7 +31,7 @@ static int lr__catalog_protected(lua_State *L) {
 
 /* The loaded bindings as JSON text (mcp_server.catalog): each file runs
  * once more in a state and on a loop of its own, as `lunarun describe` does,
- * so nothing of it touches the server's loop. */
+ * so nothing of it touches the server's loop (which it blocks meanwhile). */
 static char *lr__mcp_catalog(const char *const *paths, size_t npaths, char *err) {
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -60,6 +60,26 @@ static char *lr__mcp_catalog(const char *const *paths, size_t npaths, char *err)
   return text;
 }
 
+/* opts.catalog(): the catalog, made on first use (a client's probe, which
+ * only asks server/discover, does not pay for loading the files again).
+ * Upvalue 1: the list of paths. Raises on failure. */
+static int lr__catalog_closure(lua_State *L) {
+  size_t n = (size_t)luaL_len(L, lua_upvalueindex(1));
+  const char **paths = calloc(n + 1, sizeof *paths);
+  for (size_t i = 0; i < n; i++) {
+    lua_rawgeti(L, lua_upvalueindex(1), (lua_Integer)i + 1);
+    paths[i] = lua_tostring(L, -1); /* kept alive by the upvalue */
+    lua_pop(L, 1);
+  }
+  char err[LR_ERR_MAX];
+  char *text = lr__mcp_catalog(paths, n, err);
+  free(paths);
+  if (!text) return luaL_error(L, "%s", err);
+  lua_pushstring(L, text);
+  free(text);
+  return 1;
+}
+
 static void lr__set_integer(lua_State *L, const char *key, uint64_t v) {
   lua_pushinteger(L, (lua_Integer)v);
   lua_setfield(L, -2, key);
@@ -79,19 +99,12 @@ static int lr__exit_code_protected(lua_State *L) {
 
 int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, int in_fd, int out_fd, char *err) {
   uv_loop_t *loop = lr_runtime_loop(rt);
-  char *catalog = lr__mcp_catalog(paths, npaths, err);
-  if (!catalog) {
-    lr_runtime_dispose(rt, NULL, NULL);
-    uv_run(loop, UV_RUN_DEFAULT);
-    return -1;
-  }
   /* A client that went away must not kill the server mid-write. */
   signal(SIGPIPE, SIG_IGN);
 
   lr_lua *lua = lr_lua_new(loop);
   if (!lua) {
     snprintf(err, LR_ERR_MAX, "mcp: cannot make a Lua state");
-    free(catalog);
     lr_runtime_dispose(rt, NULL, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
     return -1;
@@ -105,9 +118,13 @@ int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, int in
   lua_createtable(L, 0, 8);
   lr__lua_push_runtime(L, rt);
   lua_setfield(L, -2, "runtime");
-  lua_pushstring(L, catalog);
+  lua_createtable(L, (int)npaths, 0);
+  for (size_t i = 0; i < npaths; i++) {
+    lua_pushstring(L, paths[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_pushcclosure(L, lr__catalog_closure, 1);
   lua_setfield(L, -2, "catalog");
-  free(catalog);
   lr__set_integer(L, "input_fd", (uint64_t)in_fd);
   lr__set_integer(L, "output_fd", (uint64_t)out_fd);
   lua_createtable(L, 0, 4);

@@ -96,6 +96,22 @@ try { await tiny.sleep({ ms: 60000 }); } catch (x) { return (x as Error).message
     assert.are.same({ "1" }, r.result.value.logs)
   end)
 
+  it("serves upstream tools through lunarun mcp (code mode over MCP servers)", function()
+    local opts = h.json.encode({
+      scenario = "list", command = bin, args = { "mcp", "--bindings", mcp_bindings },
+    })
+    local p = io.popen(string.format("cd %s && %s %s wire.mjs %s 2>&1", h.q(h.root_abs .. "/spec/mcp"), env(false),
+      h.q(node), h.q(opts)))
+    local out = p:read("a")
+    p:close()
+    local r = h.json.decode(out, 1, h.json.null)
+    assert(type(r) == "table", out)
+    local run = r.result.result.tools[1]
+    assert.truthy(run.description:find("declare const tiny", 1, true), run.description)
+    assert.is_false(run.annotations.readOnlyHint) -- some tools are not read-only
+    assert.are.equal(0, r.exit.code)
+  end)
+
   it("is misuse when no server is listed", function()
     local r = h.cli("run --bindings " .. h.q(mcp_bindings) .. " /dev/null")
     assert.are.equal(2, r.code)

@@ -160,7 +160,7 @@ local function run_output_schema()
 end
 
 local function tools_of(state)
-  local catalog = state.catalog
+  local catalog = state:catalog()
   local open_world = state.network_host or #catalog.namespaces > 0
   local tools = {
     {
@@ -201,6 +201,17 @@ end
 
 local Server = {}
 Server.__index = Server
+
+-- The loaded bindings (M.catalog's table), made on first use.
+function Server:catalog()
+  if not self.catalog_table then self.catalog_table = assert(decode(self.make_catalog())) end
+  return self.catalog_table
+end
+
+function Server:tools()
+  if not self.tool_list then self.tool_list = tools_of(self) end
+  return self.tool_list
+end
 
 -- Writes one message (its JSON text, without the newline).
 function Server:send(text)
@@ -404,13 +415,13 @@ end
 function Server:call_describe(id, params, modern)
   local args = params.arguments
   local name = type(args) == "table" and args.namespace
-  for _, ns in ipairs(self.catalog.namespaces) do
+  for _, ns in ipairs(self:catalog().namespaces) do
     if ns.global == name then
       return self:send_result(id, { content = array({ { type = "text", text = ns.declarations } }) }, modern)
     end
   end
   local names = {}
-  for _, ns in ipairs(self.catalog.namespaces) do names[#names + 1] = ns.global end
+  for _, ns in ipairs(self:catalog().namespaces) do names[#names + 1] = ns.global end
   self:send_result(id, {
     content = array({ { type = "text", text = string.format("unknown namespace %s (known: %s)",
       type(name) == "string" and string.format("%q", name) or "(none given)", table.concat(names, ", ")) } }),
@@ -453,7 +464,7 @@ handlers["server/discover"] = function(self, id)
 end
 
 handlers["tools/list"] = function(self, id, params, modern)
-  local result = { tools = self.tools }
+  local result = { tools = self:tools() }
   if modern then
     result.ttlMs = 0
     result.cacheScope = "public"
@@ -465,7 +476,7 @@ handlers["tools/call"] = function(self, id, params, modern)
   local name = params.name
   if type(name) ~= "string" then return self:send_error(id, INVALID_PARAMS, "tools/call needs a tool name") end
   if name == "run" then return self:call_run(id, params, modern) end
-  if name == "describe" and #self.tools > 1 then return self:call_describe(id, params, modern) end
+  if name == "describe" and #self:tools() > 1 then return self:call_describe(id, params, modern) end
   self:send_error(id, INVALID_PARAMS, "Unknown tool: " .. name)
 end
 
@@ -649,13 +660,14 @@ function Server:maybe_finish()
   end
 end
 
--- opts (core/lua_mcp.c): runtime, catalog (JSON text), input_fd, output_fd,
+-- opts (core/lua_mcp.c): runtime, catalog (a function returning M.catalog's
+-- JSON text), input_fd, output_fd,
 -- limits {computeMs, maxWallMs, maxOutputBytes, maxOldGenerationSizeMb},
 -- network_host.
 function M.serve(opts)
   local self = setmetatable({
     runtime = opts.runtime,
-    catalog = assert(decode(opts.catalog)),
+    make_catalog = opts.catalog,
     input_fd = opts.input_fd,
     output_fd = opts.output_fd,
     limits = opts.limits,
@@ -670,7 +682,6 @@ function M.serve(opts)
   self.instructions = "Write one TypeScript program per task and run it with the `run` tool: it can call " ..
     "every host function listed in that tool's description, loop, branch and combine results, and " ..
     "returns only what you return and log."
-  self.tools = tools_of(self)
   self:open_output()
   for _, signum in ipairs({ "sigterm", "sigint" }) do
     local s = uv.new_signal()
