@@ -92,11 +92,6 @@ static int lr__serve_protected(lua_State *L) {
   return 0;
 }
 
-static int lr__exit_code_protected(lua_State *L) {
-  lr__push_module_field(L, "lunarun.mcp_server", "exit_code");
-  return 1;
-}
-
 int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, int in_fd, int out_fd, char *err) {
   uv_loop_t *loop = lr_runtime_loop(rt);
   /* A client that went away must not kill the server mid-write. */
@@ -140,15 +135,11 @@ int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, int in
     snprintf(err, LR_ERR_MAX, "mcp: %s", lua_tostring(L, -1));
     lua_pop(L, 1);
     rc = -1;
+  } else {
+    uv_run(loop, UV_RUN_DEFAULT); /* until the client leaves and the runtime is gone */
   }
-  uv_run(loop, UV_RUN_DEFAULT);
-  if (rc == 0) {
-    lua_pushcfunction(L, lr__exit_code_protected);
-    rc = lr__lua_pcall(L, 0, 1) == LUA_OK ? (int)lua_tointeger(L, -1) : 70;
-    lua_pop(L, 1);
-  }
-  /* Closing the state disposes the runtime if the server did not (a failed
-   * start); let the loop finish what that began. */
+  /* Closing the state disposes the runtime if the server could not start;
+   * the loop then finishes what that began. */
   lr_lua_close(lua);
   uv_run(loop, UV_RUN_DEFAULT);
   return rc;

@@ -9,7 +9,7 @@
 local uv = require("luv")
 local lunarun = require("lunarun")
 
-local M = { exit_code = 0 }
+local M = {}
 
 local encode, decode, array, null = lunarun.json_encode, lunarun.json_decode, lunarun.array, lunarun.null
 
@@ -193,7 +193,6 @@ local function tools_of(state)
       annotations = { readOnlyHint = true, openWorldHint = false },
     }
   end
-  -- Fixed tables: lunarun.json_encode sorts keys; make the empty ones objects.
   return array(tools)
 end
 
@@ -455,7 +454,7 @@ end
 
 handlers["server/discover"] = function(self, id)
   self:send_result(id, {
-    supportedVersions = array(concat_lists(MODERN_VERSIONS, {})),
+    supportedVersions = array({ table.unpack(MODERN_VERSIONS) }),
     capabilities = server_capabilities(),
     instructions = self.instructions,
     ttlMs = 0,
