@@ -130,6 +130,9 @@ end
 local Process = {}
 Process.__index = Process
 
+-- Every server process started in this state, for stop_blocking.
+local processes = setmetatable({}, { __mode = "k" })
+
 -- The environment of the server: lunarun's own plus the server's `env`.
 local function environment(extra)
   if not extra then return nil end
@@ -163,6 +166,7 @@ local function spawn(server)
   -- (Lua finalizes in reverse order): ends the server and releases its
   -- handles while that is still safe.
   proc.sentinel = setmetatable({}, { __gc = function() proc:release() end })
+  processes[proc] = true
   proc.stdout:read_start(function(err, data)
     if data then return proc:on_data(data) end
     close(proc.stdout)
@@ -419,6 +423,32 @@ end
 
 local function default_error_class(name)
   return { name = name:sub(1, 1):upper() .. name:sub(2):gsub("_(%w)", string.upper) .. "Error", memberNameProperty = "tool" }
+end
+
+-- Ends every server process of this state and runs the loop until they have
+-- exited (at most ms): for a state made only to describe the bindings,
+-- whose loop nothing else uses, so no process is left unreaped.
+function M.stop_blocking(ms)
+  local left = {}
+  for proc in pairs(processes) do
+    if proc.alive then
+      left[#left + 1] = proc
+      proc:stop()
+    end
+  end
+  if #left == 0 then return end
+  local timer = uv.new_timer()
+  local timed_out = false
+  timer:start(ms or 2000, 0, function() timed_out = true end)
+  local function all_gone()
+    for _, proc in ipairs(left) do
+      if proc.alive then return false end
+    end
+    return true
+  end
+  while not all_gone() and not timed_out do uv.run("once") end
+  close(timer)
+  uv.run("nowait")
 end
 
 -- The namespaces for servers = { name = { command, args = {...}, env =

@@ -80,6 +80,9 @@ function M.catalog(paths)
       }
     end
   end
+  -- MCP servers started by bindings/mcp.lua for this look are ended now,
+  -- while this state's own loop can still reap them.
+  if package.loaded["lunarun.mcp_client"] then require("lunarun.mcp_client").stop_blocking() end
   return assert(encode({
     declarations = describe.render(all),
     namespaces = array(namespaces),
