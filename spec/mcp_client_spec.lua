@@ -36,7 +36,10 @@ end
 
 describe("bindings/mcp.lua", function()
   after_each(function()
-    -- The servers end with the runtime.
+    -- The servers end with the runtime: they get SIGTERM (and their stdin
+    -- closed) when it is disposed, and the host does not wait for their exit.
+    local deadline = os.time() + 10
+    while #upstream_processes() > 0 and os.time() < deadline do os.execute("sleep 0.1") end
     assert.are.same({}, upstream_processes())
     h.assert_clean(h.tmpdir:gsub("[%.%-]", "\\%0") .. "/lunarun-[A-Za-z0-9]+/runner")
   end)
