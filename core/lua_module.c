@@ -356,7 +356,16 @@ static int lr__rt_gc(lua_State *L) {
   return 0;
 }
 
-static void lr__lua_adopt_runtime(lua_State *L, lr_lua_rt **slot, lr_runtime *rt);
+/* Points the handle userdata at slot to rt, which it owns from now on. */
+static void lr__lua_adopt_runtime(lua_State *L, lr_lua_rt **slot, lr_runtime *rt) {
+  lr_lua *lua = lr__lua_get(L);
+  lr_lua_rt *lrt = calloc(1, sizeof *lrt);
+  lrt->rt = rt;
+  lrt->lua = lua;
+  lrt->done_ref = LUA_NOREF;
+  lr__lua_retain(lua);
+  *slot = lrt;
+}
 
 /* lunarun.runtime([config]) */
 static int lr__runtime_new(lua_State *L) {
@@ -380,17 +389,6 @@ static int lr__runtime_new(lua_State *L) {
   if (rc != 0) return luaL_error(L, "lunarun: %s", err);
   lr__lua_adopt_runtime(L, slot, rt);
   return 1;
-}
-
-/* Points the handle userdata at slot to rt, which it owns from now on. */
-static void lr__lua_adopt_runtime(lua_State *L, lr_lua_rt **slot, lr_runtime *rt) {
-  lr_lua *lua = lr__lua_get(L);
-  lr_lua_rt *lrt = calloc(1, sizeof *lrt);
-  lrt->rt = rt;
-  lrt->lua = lua;
-  lrt->done_ref = LUA_NOREF;
-  lr__lua_retain(lua);
-  *slot = lrt;
 }
 
 void lr__lua_push_runtime(lua_State *L, lr_runtime *rt) {
