@@ -1,10 +1,13 @@
 /* The lunarun command: a thin user of the public API (lunarun.h), nothing
- * else. Exit 0: the run succeeded; 1: it failed; 2: misuse. */
+ * else. Exit 0: the run succeeded (or the MCP server ended); 1: it failed;
+ * 2: misuse. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lunarun.h"
 
@@ -14,7 +17,8 @@
 
 static const char lr__usage[] =
     "usage: lunarun run [--bindings F.lua]... [--config F.lua] [--set key=value]... [--json] PROGRAM.ts|-\n"
-    "       lunarun describe [--bindings F.lua]...\n";
+    "       lunarun describe [--bindings F.lua]...\n"
+    "       lunarun mcp [--bindings F.lua]... [--config F.lua] [--set key=value]...\n";
 
 typedef struct lr_cli {
   const char *command;
@@ -54,22 +58,24 @@ static bool lr__is_option(const char *arg, const char *name) {
 }
 
 static int lr__parse_args(lr_cli *cli, int argc, char **argv) {
-  if (argc < 2) return lr__misuse("%s", "a command is required: run or describe (see lunarun --help)");
+  if (argc < 2) return lr__misuse("%s", "a command is required: run, describe or mcp (see lunarun --help)");
   cli->command = argv[1];
   if (strcmp(cli->command, "--help") == 0 || strcmp(cli->command, "-h") == 0) {
     fputs(lr__usage, stdout);
     exit(LR_EXIT_OK);
   }
-  if (strcmp(cli->command, "run") != 0 && strcmp(cli->command, "describe") != 0)
-    return lr__misuse("unknown command \"%s\" (use run or describe)", cli->command);
+  if (strcmp(cli->command, "run") != 0 && strcmp(cli->command, "describe") != 0 && strcmp(cli->command, "mcp") != 0)
+    return lr__misuse("unknown command \"%s\" (use run, describe or mcp)", cli->command);
   bool run = strcmp(cli->command, "run") == 0;
+  bool mcp = strcmp(cli->command, "mcp") == 0;
+  bool configurable = run || mcp; /* takes --config and --set */
   cli->bindings = calloc((size_t)argc, sizeof *cli->bindings);
   cli->sets = calloc((size_t)argc, sizeof *cli->sets);
   bool no_more_options = false;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v;
     if (no_more_options || a[0] != '-' || strcmp(a, "-") == 0) {
-      if (!run) return lr__misuse("describe takes no program (got \"%s\")", a);
+      if (!run) return lr__misuse(mcp ? "mcp takes no program (got \"%s\")" : "describe takes no program (got \"%s\")", a);
       if (cli->program_path) return lr__misuse("only one program can be run (got also \"%s\")", a);
       cli->program_path = a;
     } else if (strcmp(a, "--") == 0) {
@@ -77,11 +83,11 @@ static int lr__parse_args(lr_cli *cli, int argc, char **argv) {
     } else if (lr__is_option(a, "--bindings")) {
       if (!(v = lr__option_value(argc, argv, &i, "--bindings"))) return lr__misuse("%s needs a file", "--bindings");
       cli->bindings[cli->nbindings++] = v;
-    } else if (run && lr__is_option(a, "--config")) {
+    } else if (configurable && lr__is_option(a, "--config")) {
       if (!(v = lr__option_value(argc, argv, &i, "--config"))) return lr__misuse("%s needs a file", "--config");
       if (cli->config_file) return lr__misuse("%s can be given once", "--config");
       cli->config_file = v;
-    } else if (run && lr__is_option(a, "--set")) {
+    } else if (configurable && lr__is_option(a, "--set")) {
       if (!(v = lr__option_value(argc, argv, &i, "--set"))) return lr__misuse("%s needs key=value", "--set");
       if (!strchr(v, '=')) return lr__misuse("--set needs key=value, got \"%s\"", v);
       cli->sets[cli->nsets++] = v;
@@ -179,7 +185,11 @@ int main(int argc, char **argv) {
   char err[LR_ERR_MAX];
   lr_config cfg;
   lr_config_init(&cfg);
-  cfg.pool_size = 0; /* one run: a warm pool would only cost a second sandbox */
+  /* One run: a warm pool would only cost a second sandbox. The MCP server
+   * keeps one warm sandbox, so a call starts at once without every probe of
+   * a client (a short-lived server process) starting several. A config file
+   * or --set may change either. */
+  cfg.pool_size = strcmp(cli.command, "mcp") == 0 ? 1 : 0;
   uv_loop_init(&cli.loop);
   int code = LR_EXIT_MISUSE;
   char *program = NULL;
@@ -202,6 +212,32 @@ int main(int argc, char **argv) {
     if (lr_config_set(&cfg, key, eq + 1, err) != 0) goto misuse;
   }
   if (lr_config_check(&cfg, err) != 0) goto misuse;
+
+  if (strcmp(cli.command, "mcp") == 0) {
+    /* The protocol gets the real standard output on a descriptor of its own
+     * (closed on exec: no sandbox inherits it); descriptor 1 becomes
+     * standard error before any bindings file runs, so a print in one, or
+     * a stray write from anywhere, cannot corrupt the stream. */
+    int protocol_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (protocol_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      snprintf(err, sizeof err, "mcp: cannot set standard output aside: %s", strerror(errno));
+      goto misuse;
+    }
+    if (lr_runtime_new(&cli.loop, &cfg, &cli.rt, err) != 0) goto misuse;
+    for (size_t i = 0; i < cli.nbindings; i++) {
+      if (lr_runtime_load_bindings(cli.rt, cli.bindings[i], err) != 0) {
+        lr_runtime_dispose(cli.rt, NULL, NULL);
+        uv_run(&cli.loop, UV_RUN_DEFAULT);
+        goto misuse;
+      }
+    }
+    /* Until standard input ends or a signal: the server owns the runtime. */
+    rc = lr_mcp_serve(cli.rt, cli.bindings, cli.nbindings, STDIN_FILENO, protocol_fd, err);
+    close(protocol_fd);
+    if (rc != 0) goto misuse;
+    code = LR_EXIT_OK;
+    goto out;
+  }
 
   FILE *f = strcmp(cli.program_path, "-") == 0 ? stdin : fopen(cli.program_path, "rb");
   if (!f || !(program = lr__read_all(f, &program_len))) {

@@ -337,6 +337,12 @@ void lr__lua_open_helpers(lua_State *L) {
   lua_setfield(L, -2, "is_array");
   lua_pushcfunction(L, lr__wait);
   lua_setfield(L, -2, "wait");
+  lua_pushcfunction(L, lr__lua_json_encode);
+  lua_setfield(L, -2, "json_encode");
+  lua_pushcfunction(L, lr__lua_json_decode);
+  lua_setfield(L, -2, "json_decode");
+  lua_pushcfunction(L, lr__lua_release_handle);
+  lua_setfield(L, -2, "_release_handle");
   lr__lua_open_http(L);
   lua_setfield(L, -2, "http_client");
   /* The Lua-written helpers (sleep, exec, ...) take the table and fill it. */

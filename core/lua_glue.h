@@ -59,6 +59,14 @@ int lr__lua_config_from_table(lua_State *L, int idx, lr_config *cfg, const char 
  * that embed lunarun from Lua (lua_module.c). */
 int luaopen_lunarun(lua_State *L);
 
+/* Pushes a `lunarun` runtime handle for rt, made in C on the state's loop
+ * (lunarun mcp); the handle owns rt from now on and disposes it. Needs
+ * luaopen_lunarun to have run in the state. */
+void lr__lua_push_runtime(lua_State *L, lr_runtime *rt);
+
+/* lunarun._release_handle (lua_mcp.c). */
+int lr__lua_release_handle(lua_State *L);
+
 /* Fills the module table at the top of the stack with what handlers use
  * (null, array, is_array, wait, http_client, sleep, exec, ...). */
 void lr__lua_open_helpers(lua_State *L);

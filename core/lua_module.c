@@ -356,6 +356,17 @@ static int lr__rt_gc(lua_State *L) {
   return 0;
 }
 
+/* Points the handle userdata at slot to rt, which it owns from now on. */
+static void lr__lua_adopt_runtime(lua_State *L, lr_lua_rt **slot, lr_runtime *rt) {
+  lr_lua *lua = lr__lua_get(L);
+  lr_lua_rt *lrt = calloc(1, sizeof *lrt);
+  lrt->rt = rt;
+  lrt->lua = lua;
+  lrt->done_ref = LUA_NOREF;
+  lr__lua_retain(lua);
+  *slot = lrt;
+}
+
 /* lunarun.runtime([config]) */
 static int lr__runtime_new(lua_State *L) {
   lr_lua *lua = lr__lua_get(L);
@@ -376,13 +387,15 @@ static int lr__runtime_new(lua_State *L) {
   int rc = lr_runtime_new(lr__lua_loop(lua), &cfg, &rt, err);
   lr_config_free(&cfg);
   if (rc != 0) return luaL_error(L, "lunarun: %s", err);
-  lr_lua_rt *lrt = calloc(1, sizeof *lrt);
-  lrt->rt = rt;
-  lrt->lua = lua;
-  lrt->done_ref = LUA_NOREF;
-  lr__lua_retain(lua);
-  *slot = lrt;
+  lr__lua_adopt_runtime(L, slot, rt);
   return 1;
+}
+
+void lr__lua_push_runtime(lua_State *L, lr_runtime *rt) {
+  lr_lua_rt **slot = lua_newuserdatauv(L, sizeof *slot, 0);
+  *slot = NULL;
+  luaL_setmetatable(L, LR_LUA_RUNTIME);
+  lr__lua_adopt_runtime(L, slot, rt);
 }
 
 /* lunarun.describe({paths...}) -> text */

@@ -300,3 +300,38 @@ int lr__lua_to_json(lua_State *L, int idx, lr_json *out, char err[LR_ERR_MAX]) {
   lua_settop(L, base);
   return rc;
 }
+
+/* lunarun.json_encode(v) -> text | nil, message: compact JSON, keys sorted. */
+int lr__lua_json_encode(lua_State *L) {
+  luaL_checkany(L, 1);
+  lr_json tree;
+  char err[LR_ERR_MAX];
+  if (lr__lua_to_json(L, 1, &tree, err) != 0) {
+    luaL_pushfail(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lr_buf out = {0};
+  lr__json_write(&tree, &out);
+  lr__json_free(&tree);
+  lua_pushlstring(L, out.data ? out.data : "", out.len);
+  lr__buf_free(&out);
+  return 1;
+}
+
+/* lunarun.json_decode(text) -> value | nil, message (arrays marked, null as
+ * lunarun.null). */
+int lr__lua_json_decode(lua_State *L) {
+  size_t len;
+  const char *text = luaL_checklstring(L, 1, &len);
+  lr_json tree;
+  char err[LR_ERR_MAX];
+  if (lr__json_parse(text, len, &tree, err) != 0) {
+    luaL_pushfail(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lr__lua_push_json(L, &tree);
+  lr__json_free(&tree);
+  return 1;
+}

@@ -23,4 +23,9 @@ void lr__lua_push_json(lua_State *L, const lr_json *v);
  * as it was. Raises only on out of memory. */
 int lr__lua_to_json(lua_State *L, int idx, lr_json *out, char err[LR_ERR_MAX]);
 
+/* lunarun.json_encode / lunarun.json_decode: lossless JSON text for Lua
+ * (the MCP server and client speak JSON-RPC with them). */
+int lr__lua_json_encode(lua_State *L);
+int lr__lua_json_decode(lua_State *L);
+
 #endif

@@ -372,6 +372,19 @@ uint64_t lr_run_id(const lr_run *run);
  * runs. */
 void lr_runtime_dispose(lr_runtime *rt, void (*on_disposed)(void *ud), void *ud);
 
+/* ---- MCP server (`lunarun mcp`) ---------------------------------------- */
+
+/* Serves the Model Context Protocol on in_fd (requests) and out_fd
+ * (replies), one JSON-RPC message per line, with a `run` tool that runs
+ * programs on rt (README, "MCP"). Takes ownership of rt, whose bindings were
+ * loaded from paths[0..npaths) (read again to describe them). out_fd must
+ * be the protocol's alone: the CLI points descriptor 1 at standard error
+ * before anything is loaded. Unlike the rest of this API it blocks: it runs
+ * rt's loop until in_fd ends or SIGTERM/SIGINT arrives, disposes rt, and
+ * returns the exit code (0), or -1 with err when it cannot start (rt is
+ * disposed then too). */
+int lr_mcp_serve(lr_runtime *rt, const char *const *paths, size_t npaths, int in_fd, int out_fd, char *err);
+
 #ifdef __cplusplus
 }
 #endif
