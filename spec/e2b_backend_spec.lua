@@ -166,6 +166,34 @@ return { s, big: 2n ** 70n > 0n, text: "é\u{1F600}" };]]
     end)
   end
 
+  it("fails the run when the sandbox disappears mid-run", function()
+    local prog = h.tmpfile("console.log('started'); await new Promise((r) => setTimeout(r, 30000)); return 1", ".ts")
+    local out, done = h.tmpfile(), h.tmpfile()
+    os.execute("(TMPDIR=" .. h.q(h.tmpdir) .. " " .. env(d) .. " " .. h.q(h.bin) .. " run --json --set backend=e2b "
+      .. h.q(prog) .. " >" .. h.q(out) .. " 2>&1; echo $? >" .. h.q(done) .. ") </dev/null &")
+    -- Once its launcher runs, the sandbox's VM "dies".
+    local id
+    for _ = 1, 400 do
+      local list = e2b.processes(d)
+      for _, p in ipairs(list) do
+        if p.cmdline:find("controller.mjs", 1, true) then id = p.sandboxID end
+      end
+      if id then break end
+      e2b.sleep(0.025)
+    end
+    assert.truthy(id, "the run never started")
+    assert.are.equal(204, (e2b.http("POST", d.url .. "/_double/sandboxes/" .. id .. "/vanish")))
+    for _ = 1, 800 do
+      if h.slurp(done) ~= "" then break end
+      e2b.sleep(0.025)
+    end
+    assert.are.equal("1\n", h.slurp(done))
+    local r = json.decode(h.slurp(out))
+    assert.are.equal("worker-exit", r.error.kind)
+    assert.truthy(r.error.message:find("^e2b: the runner's process stream broke off: "), r.error.message)
+    for _, f in ipairs({ prog, out, done }) do os.remove(f) end
+  end)
+
   it("fails the run when envd does not know the runner's pid (404 on SendInput)", function()
     e2b.faults(d, { sendInput = { status = 404, body = '{"code":"not_found","message":"process with pid 1 not found"}' } })
     worker_exit(run(d, "return 1"), 'e2b: send input to the runner: HTTP 404: {"code":"not_found","message":'
