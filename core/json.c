@@ -65,14 +65,29 @@ typedef struct lr__jframe {
 typedef struct lr__jstack {
   lr__jframe *f;
   size_t n, cap;
+  lr__jframe local[16]; /* shallow values (most of them) need no allocation */
 } lr__jstack;
 
 static void lr__jstack_push(lr__jstack *s, lr_json *items, size_t n) {
+  if (!s->f) {
+    s->f = s->local;
+    s->cap = sizeof s->local / sizeof s->local[0];
+  }
   if (s->n == s->cap) {
-    s->cap = s->cap ? s->cap * 2 : 16;
-    s->f = lr__xrealloc(s->f, s->cap * sizeof *s->f);
+    s->cap *= 2;
+    if (s->f == s->local) {
+      s->f = lr__xmalloc(s->cap * sizeof *s->f);
+      memcpy(s->f, s->local, sizeof s->local);
+    } else {
+      s->f = lr__xrealloc(s->f, s->cap * sizeof *s->f);
+    }
   }
   s->f[s->n++] = (lr__jframe){items, n, 0, false};
+}
+
+static void lr__jstack_free(lr__jstack *s) {
+  if (s->f != s->local) free(s->f);
+  s->f = NULL;
 }
 
 void lr__json_free(lr_json *v) {
@@ -94,7 +109,7 @@ void lr__json_free(lr_json *v) {
       if (c->type == LR_JSTRING) free(c->u.str);
       else if (lr__json_is_container(c) && c->u.items) lr__jstack_push(&s, c->u.items, lr__json_slots(c));
     }
-    free(s.f);
+    lr__jstack_free(&s);
   }
   *v = lr__json_null();
 }
@@ -135,8 +150,8 @@ lr_json lr__json_copy(const lr_json *v) {
       lr__jstack_push(&src, c->u.items, lr__json_slots(c));
     }
   }
-  free(dst.f);
-  free(src.f);
+  lr__jstack_free(&dst);
+  lr__jstack_free(&src);
   return out;
 }
 
@@ -297,7 +312,11 @@ size_t lr__json_number(double d, char buf[32]) {
   if (d < 0) buf[o++] = '-', d = -d;
   /* Safe integers print exactly; the fast path skips the digit search. */
   if (d <= LR_MAX_SAFE_INTEGER && d == floor(d)) {
-    o += (size_t)snprintf(buf + o, 32 - o, "%llu", (unsigned long long)d);
+    char rev[20];
+    size_t n = 0;
+    for (uint64_t u = (uint64_t)d; u; u /= 10) rev[n++] = (char)('0' + u % 10);
+    while (n) buf[o++] = rev[--n];
+    buf[o] = '\0';
     return o;
   }
   char digits[32];
@@ -485,7 +504,7 @@ static void lr__walk(lr__walker *w, const lr_json *v) {
       w->s.f[w->s.n - 1].obj = c->type == LR_JOBJECT;
     }
   }
-  free(w->s.f);
+  lr__jstack_free(&w->s);
   w->s = (lr__jstack){0};
 }
 
@@ -752,19 +771,42 @@ static int lr__parse_literal(lr__parser *p, const char *word, lr_json v, lr_json
   return 0;
 }
 
-/* An open container while parsing: a growable item vector. */
+/* An open container while parsing: its items sit on the parser's item
+ * stack from `start` on (a nested container's items above them leave it
+ * when it closes), so a container costs one allocation, of its final size. */
 typedef struct lr__pframe {
-  lr_json *items;
-  size_t n, cap;
+  size_t start;
   bool object;
 } lr__pframe;
 
-static void lr__pframe_add(lr__pframe *f, lr_json v) {
-  if (f->n == f->cap) {
-    f->cap = f->cap ? f->cap * 2 : 8;
-    f->items = lr__xrealloc(f->items, f->cap * sizeof *f->items);
+typedef struct lr__items {
+  lr_json *v;
+  size_t n, cap;
+  lr_json local[64];
+} lr__items;
+
+static void lr__items_push(lr__items *it, lr_json v) {
+  if (!it->v) {
+    it->v = it->local;
+    it->cap = sizeof it->local / sizeof it->local[0];
   }
-  f->items[f->n++] = v;
+  if (it->n == it->cap) {
+    it->cap *= 2;
+    if (it->v == it->local) {
+      it->v = lr__xmalloc(it->cap * sizeof *it->v);
+      memcpy(it->v, it->local, sizeof it->local);
+    } else {
+      it->v = lr__xrealloc(it->v, it->cap * sizeof *it->v);
+    }
+  }
+  it->v[it->n++] = v;
+}
+
+static void lr__items_free(lr__items *it) {
+  for (size_t i = 0; i < it->n; i++) lr__json_free(&it->v[i]);
+  if (it->v != it->local) free(it->v);
+  it->v = NULL;
+  it->n = 0;
 }
 
 static uint64_t lr__hash(const char *s, size_t n) {
@@ -816,27 +858,32 @@ static size_t lr__dedupe(lr_json *items, size_t m) {
   return out;
 }
 
-/* Turns a finished frame into its value, trimming the vector to size. */
-static lr_json lr__pframe_close(lr__pframe *f) {
+/* Turns a finished frame into its value: its items leave the stack. */
+static lr_json lr__pframe_close(lr__items *it, const lr__pframe *f) {
   lr_json v = {.type = f->object ? LR_JOBJECT : LR_JARRAY};
-  size_t slots = f->n;
+  lr_json *items = it->v + f->start;
+  size_t slots = it->n - f->start;
   if (f->object) {
-    v.len = lr__dedupe(f->items, f->n / 2);
+    v.len = lr__dedupe(items, slots / 2);
     slots = 2 * v.len;
   } else {
-    v.len = f->n;
+    v.len = slots;
   }
-  v.u.items = slots == f->cap ? f->items : lr__xrealloc(f->items, slots * sizeof(lr_json));
+  if (slots) {
+    v.u.items = lr__xmalloc(slots * sizeof(lr_json));
+    memcpy(v.u.items, items, slots * sizeof(lr_json));
+  }
+  it->n = f->start;
   return v;
 }
 
 /* After '{' or ',' in an object: a key string then ':'. */
-static int lr__parse_key(lr__parser *p, lr__pframe *f) {
+static int lr__parse_key(lr__parser *p, lr__items *it) {
   lr__skip_ws(p);
   if (p->pos >= p->len || p->s[p->pos] != '"') return lr__perr(p, "expected a string key");
   lr_json k;
   if (lr__parse_string(p, &k)) return -1;
-  lr__pframe_add(f, k);
+  lr__items_push(it, k);
   lr__skip_ws(p);
   if (p->pos >= p->len || p->s[p->pos] != ':') return lr__perr(p, "expected ':'");
   p->pos++;
@@ -845,8 +892,10 @@ static int lr__parse_key(lr__parser *p, lr__pframe *f) {
 
 int lr__json_parse(const char *text, size_t len, lr_json *out, char err[LR_ERR_MAX]) {
   lr__parser p = {.s = (const unsigned char *)text, .len = len, .err = err};
-  lr__pframe *st = NULL;
-  size_t depth = 0, cap = 0;
+  lr__pframe local[32];
+  lr__pframe *st = local;
+  size_t depth = 0, cap = sizeof local / sizeof local[0];
+  lr__items it = {0};
   lr_json v = lr__json_null();
   *out = lr__json_null();
   for (;;) {
@@ -865,11 +914,16 @@ int lr__json_parse(const char *text, size_t len, lr_json *out, char err[LR_ERR_M
         v = (lr_json){.type = c == '[' ? LR_JARRAY : LR_JOBJECT};
       } else {
         if (depth == cap) {
-          cap = cap ? cap * 2 : 16;
-          st = lr__xrealloc(st, cap * sizeof *st);
+          cap *= 2;
+          if (st == local) {
+            st = lr__xmalloc(cap * sizeof *st);
+            memcpy(st, local, sizeof local);
+          } else {
+            st = lr__xrealloc(st, cap * sizeof *st);
+          }
         }
-        st[depth++] = (lr__pframe){.object = c == '{'};
-        if (c == '{' && lr__parse_key(&p, &st[depth - 1])) goto fail;
+        st[depth++] = (lr__pframe){.start = it.n, .object = c == '{'};
+        if (c == '{' && lr__parse_key(&p, &it)) goto fail;
         continue;
       }
     } else if (c == '"') {
@@ -890,17 +944,17 @@ int lr__json_parse(const char *text, size_t len, lr_json *out, char err[LR_ERR_M
     for (;;) {
       if (!depth) goto done;
       lr__pframe *f = &st[depth - 1];
-      lr__pframe_add(f, v);
+      lr__items_push(&it, v);
       v = lr__json_null();
       lr__skip_ws(&p);
       if (p.pos < p.len && p.s[p.pos] == ',') {
         p.pos++;
-        if (f->object && lr__parse_key(&p, f)) goto fail;
+        if (f->object && lr__parse_key(&p, &it)) goto fail;
         break;
       }
       if (p.pos < p.len && p.s[p.pos] == (f->object ? '}' : ']')) {
         p.pos++;
-        v = lr__pframe_close(f);
+        v = lr__pframe_close(&it, f);
         depth--;
         continue;
       }
@@ -914,18 +968,14 @@ done:
     lr__perr(&p, "trailing data after the value");
     goto fail;
   }
-  free(st);
+  if (st != local) free(st);
+  lr__items_free(&it); /* empty by now: frees a grown stack only */
   *out = v;
   return 0;
 fail:
   lr__json_free(&v);
-  while (depth) { /* release partial containers, innermost first */
-    lr__pframe *f = &st[--depth];
-    lr_json tmp = {.type = LR_JARRAY, .len = f->n, .u.items = f->items};
-    if (!f->n) free(f->items);
-    else lr__json_free(&tmp);
-  }
-  free(st);
+  lr__items_free(&it); /* the partial containers' items */
+  if (st != local) free(st);
   *out = lr__json_null();
   return -1;
 }

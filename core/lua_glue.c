@@ -42,6 +42,11 @@ struct lr_lua {
   lr_lua_call *calls;   /* every call in flight */
   uint64_t next_serial;
   int loader_ref;       /* require("lunarun.loader") */
+  /* Coroutines of calls that returned, kept for the next calls: a new
+   * thread per call costs more than the rest of the host's work on it. */
+  lua_State *idle_cos[32];
+  int idle_refs[32];
+  int nidle;
 };
 
 /* The registry key of a state's lr_lua (a light userdata), and the
@@ -69,6 +74,7 @@ struct lr_lua_call {
   int early_ref;        /* values `done` got before the wait yielded */
   bool waiting, in_starter, early, busy_exceeded;
   bool ending;          /* running its cancel function or after hook: no waiting */
+  bool co_reusable;     /* its coroutine returned: another call may run in it */
   uint64_t slice_start, busy_ns;
   const char *global, *member; /* for messages; owned by the namespace */
   size_t member_len;
@@ -484,7 +490,14 @@ static void lr__call_free(lr_lua_call *lc) {
   if (lc->next) lc->next->prev = lc->prev;
   if (!lua->closed) {
     lua_State *L = lua->L;
-    luaL_unref(L, LUA_REGISTRYINDEX, lc->co_ref);
+    if (lc->co_reusable && lua->nidle < (int)(sizeof lua->idle_cos / sizeof lua->idle_cos[0]) &&
+        lua_status(lc->co) == LUA_OK) {
+      lua_settop(lc->co, 0);
+      lua->idle_cos[lua->nidle] = lc->co;
+      lua->idle_refs[lua->nidle++] = lc->co_ref;
+    } else {
+      luaL_unref(L, LUA_REGISTRYINDEX, lc->co_ref);
+    }
     luaL_unref(L, LUA_REGISTRYINDEX, lc->member_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, lc->info_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, lc->cancel_ref);
@@ -597,6 +610,7 @@ static void lr__call_resume(lr_lua_call *lc, int nargs) {
     lr__call_after_cancelled(lc, msg, len);
     lr_call_reject(lc->call, msg, len);
   } else if (status == LUA_OK) {
+    lc->co_reusable = true;
     lr_json value;
     char err[LR_ERR_MAX];
     if (nres == 0) lua_pushnil(co);
@@ -636,9 +650,15 @@ static void lr__lua_call(void *ud, lr_call *call) {
   lua->calls = lc;
   lr_call_set_user(call, lc);
 
-  lc->co = lua_newthread(L);
-  lc->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  lua_sethook(lc->co, lr__busy_hook, LUA_MASKCOUNT, 1000);
+  if (lua->nidle > 0) {
+    lua->nidle--;
+    lc->co = lua->idle_cos[lua->nidle];
+    lc->co_ref = lua->idle_refs[lua->nidle];
+  } else {
+    lc->co = lua_newthread(L);
+    lc->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_sethook(lc->co, lr__busy_hook, LUA_MASKCOUNT, 1000);
+  }
   lua_State *co = lc->co;
   /* loader.invoke(member, args, info) */
   lua_rawgeti(co, LUA_REGISTRYINDEX, lua->loader_ref);

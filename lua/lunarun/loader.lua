@@ -181,8 +181,10 @@ end
 
 -- One call, inside its coroutine: check the arguments, run the hooks around
 -- the handler. Errors propagate as they are (tables keep their message).
+local lunarun_module
 function M.invoke(m, args, info)
-  local lunarun = require("lunarun")
+  local lunarun = lunarun_module or require("lunarun")
+  lunarun_module = lunarun
   if m.args then
     local ok, why = schema.check(m.args, args, "args", lunarun.null, lunarun.is_array)
     if not ok then
@@ -200,17 +202,18 @@ function M.invoke(m, args, info)
   end
   local t0 = now_ms()
   info.startedMs = t0
-  local res = table.pack(pcall(m.handler, args))
+  -- Only the handler's first value is the call's value.
+  local done, value = pcall(m.handler, args)
   if hooks and hooks.after then
-    local outcome = { ok = res[1], durationMs = now_ms() - t0 }
-    if res[1] then outcome.value = res[2] else
-      outcome.message = type(res[2]) == "table" and res[2].message or tostring(res[2])
+    local outcome = { ok = done, durationMs = now_ms() - t0 }
+    if done then outcome.value = value else
+      outcome.message = type(value) == "table" and value.message or tostring(value)
     end
     local ok, err = pcall(hooks.after, info, outcome)
     if not ok then report("after", err) end
   end
-  if not res[1] then error(res[2], 0) end
-  return res[2]
+  if not done then error(value, 0) end
+  return value
 end
 
 -- A call refused before its handler ran (declared arguments, maxCalls,
