@@ -321,8 +321,12 @@ void lr_call_reject(lr_call *call, const char *message, size_t len);
 void lr_call_reject_lossy(lr_call *call);
 
 /* Called with each log entry as it arrives, in emission order, while the
- * run is in flight (before the host's ledger cuts; the runner may already
- * have cut an entry that overflows maxOutputBytes). */
+ * run is in flight, once the output ledger has admitted it: only entries
+ * that the result keeps whatever the outcome (the logs so far fit
+ * maxOutputBytes with room left for the output-limit message). So what a
+ * caller shows live never exceeds the result; the result's logs start with
+ * exactly the entries seen here and may hold more (the last ones near the
+ * cap, or a cut prefix of one). */
 typedef void (*lr_log_fn)(void *ud, const char *text, size_t len);
 /* Called exactly once with the result, after the run's sandbox is gone (no
  * process of the run is left); the run is freed when it returns. */
