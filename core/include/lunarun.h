@@ -199,8 +199,9 @@ typedef struct lr_call lr_call;
 
 /* Creates a runtime on the caller's loop: checks the config (NULL: the
  * defaults), finds Node (nodePath, else $LUNARUN_NODE, else the build's
- * default, else PATH), installs the runner into a fresh folder under
- * runtimeRoot. The config is copied. On misuse *out is NULL, nothing is
+ * default, else PATH) and refuses one older than 22.13 (it runs `node
+ * --version` once per binary, a few ms), installs the runner into a fresh
+ * folder under runtimeRoot. The config is copied. On misuse *out is NULL, nothing is
  * left behind, and err names the key. */
 int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, char *err);
 
