@@ -313,6 +313,29 @@ emit("END", "ok")
     assert.are.same({ "true" }, L.dispose_again)
   end)
 
+  it("on_log gets only what the ledger admitted: a prefix of the result's logs, even when the run is cut", function()
+    local r = lua_run([[
+local rt = lunarun.runtime({ poolSize = 0 })
+coroutine.wrap(function()
+  local streamed = {}
+  local res = rt:run('for (let i = 0; i < 50; i++) console.log("entry " + i); return 1',
+    { config = { maxOutputBytes = 200 }, on_log = function(text) streamed[#streamed + 1] = text end })
+  emit("kind", res.error and res.error.kind or "ok")
+  emit("streamed", streamed)
+  emit("logs", res.logs)
+  rt:dispose()
+end)()
+uv.run()
+emit("END", "ok")
+]])
+    assert_clean(r)
+    assert.are.same({ "ok" }, r.lines.END, r.stderr)
+    assert.are.same({ "output-limit" }, r.lines.kind)
+    local streamed, logs = decode(r.lines.streamed[1]), decode(r.lines.logs[1])
+    assert.truthy(#streamed > 3 and #streamed <= #logs, r.stdout)
+    for i = 1, #streamed do assert.are.equal(logs[i], streamed[i]) end
+  end)
+
   it("raises on misuse, naming what is wrong, and starts nothing", function()
     local old_node = h.tmpfile('#!/bin/sh\necho v20.11.1\n')
     os.execute("chmod +x " .. h.q(old_node))
