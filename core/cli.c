@@ -192,16 +192,10 @@ static void lr__print_log_text(const char *text, size_t len) {
 
 /* One log entry as an NDJSON event of --json --stream: {"log":"..."}. */
 static void lr__print_log_event(const char *text, size_t len) {
-  lr_result one = {.kind = LR_OK, .nlogs = 1, .logs = &text, .log_lens = &len};
-  /* The entry encoded exactly as a result's logs array holds it (lone
-   * surrogates as \uDXXX): the JSON of a result with only that log. */
   size_t n;
-  char *json = lr_result_json(&one, &n);
-  /* {"logs":[ then the string: no '"' inside it is bare, so the first
-   * ],"stats" closes the array. */
-  const char *start = json + strlen("{\"logs\":["), *end = strstr(start, "],\"stats\"");
+  char *json = lr_log_json(text, len, &n);
   fputs("{\"log\":", stdout);
-  fwrite(start, 1, (size_t)(end - start), stdout);
+  fwrite(json, 1, n, stdout);
   fputs("}\n", stdout);
   free(json);
 }

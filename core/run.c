@@ -545,6 +545,12 @@ lr_stats lr_run_stats(const lr_run *run) {
   return s;
 }
 
+char *lr_log_json(const char *text, size_t len, size_t *out_len) {
+  lr_buf b = {0};
+  lr__json_write_string(text, len, &b);
+  return lr__buf_steal(&b, out_len);
+}
+
 /* The result as one JSON object, keys in the order of SPEC §4. */
 char *lr_result_json(const lr_result *r, size_t *len) {
   lr_buf b = {0};

@@ -32,8 +32,9 @@
  *   entry) is lunarun's and valid only during the callback: copy what you
  *   keep. An lr_call and what it carries (lr_call_args_json, its names) is
  *   valid from the handler's call until the handler completes it.
- * - The caller frees (with free()) the string of lr_result_json and the
- *   text of lr_describe, and releases an lr_config with lr_config_free.
+ * - The caller frees (with free()) the strings of lr_result_json and
+ *   lr_log_json and the text of lr_describe, and releases an lr_config
+ *   with lr_config_free.
  * - An lr_run is valid from lr_run_start until its on_done returns; an
  *   lr_runtime until its on_disposed is called (it is freed just before).
  */
@@ -190,6 +191,12 @@ typedef struct lr_result {
  * a malloc'd NUL-terminated string the caller frees; its length in *len
  * (len may be NULL). */
 char *lr_result_json(const lr_result *r, size_t *len);
+
+/* One log entry as a JSON string, exactly as lr_result_json writes it in
+ * `logs` (lone surrogates as \uDXXX), for callers that stream entries as
+ * JSON (`lunarun run --json --stream`). malloc'd, NUL-terminated; the
+ * caller frees it. out_len may be NULL. */
+char *lr_log_json(const char *text, size_t len, size_t *out_len);
 
 /* ---- Runtime, namespaces, runs ---------------------------------------- */
 
