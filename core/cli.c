@@ -15,10 +15,56 @@
 #define LR_EXIT_FAILED 1
 #define LR_EXIT_MISUSE 2
 
+#ifndef LUNARUN_VERSION
+#define LUNARUN_VERSION "unknown"
+#endif
+
 static const char lr__usage[] =
-    "usage: lunarun run [--bindings F.lua]... [--config F.lua] [--set key=value]... [--json] PROGRAM.ts|-\n"
+    "usage: lunarun run [--bindings F.lua]... [--config F.lua] [--set key=value]... [--json] [--stream] PROGRAM.ts|-\n"
     "       lunarun describe [--bindings F.lua]...\n"
-    "       lunarun mcp [--bindings F.lua]... [--config F.lua] [--set key=value]...\n";
+    "       lunarun mcp [--bindings F.lua]... [--config F.lua] [--set key=value]...\n"
+    "       lunarun --help | --version\n";
+
+static const char lr__help[] =
+    "\n"
+    "Runs a model-written TypeScript program in a sandboxed Node worker; the\n"
+    "program calls host functions (bindings) written in Lua.\n"
+    "\n"
+    "commands:\n"
+    "  run        run one program (- reads it from standard input); exit 0 when\n"
+    "             it succeeded, 1 when it failed, 2 on misuse\n"
+    "  describe   print the TypeScript declarations of the bindings, for a model\n"
+    "  mcp        serve the Model Context Protocol on stdio (a `run` tool)\n"
+    "\n"
+    "options:\n"
+    "  --bindings F.lua  a Lua file returning a namespace or a list of them\n"
+    "  --config F.lua    a Lua file returning { key = value } settings\n"
+    "  --set key=value   one setting, over --config\n"
+    "  --json            print the result as one JSON object\n"
+    "                    {value?, logs, error?, stats}\n"
+    "  --stream          print each log entry as it happens (with --json: one\n"
+    "                    {\"log\":...} line per entry, then the result object)\n"
+    "  -h, --help        this text\n"
+    "  --version         the version\n"
+    "\n"
+    "settings (default):\n"
+    "  computeMs (60000)  maxWallMs (600000)  maxOutputBytes (67108864)\n"
+    "  maxOldGenerationSizeMb (512)  maxFrameBytes (268435456)  killGraceMs (2000)\n"
+    "  maxProcessMemoryMb (4096)  nodePath (Node >= 22.13; or $LUNARUN_NODE)\n"
+    "  runtimeRoot ($TMPDIR or /tmp)  isolation (bwrap | none)  network (none | host)\n"
+    "  tmpMb (64)  maxProcesses (256)  allowChildProcesses (true)  mounts (config file)\n"
+    "  poolSize (0 for run, 1 for mcp)  poolIdleMs (300000)  backend (local | e2b)\n"
+    "  e2bTemplate  e2bDomain  e2bApiUrl  e2bSandboxUrl  e2bUser  e2bTimeoutMs\n"
+    "\n"
+    "More in the README (settings, bindings, isolation, E2B, MCP).\n";
+
+/* --help and --version: on stdout, exit 0. */
+static void lr__print_help(void) {
+  fputs(lr__usage, stdout);
+  fputs(lr__help, stdout);
+}
+
+static void lr__print_version(void) { puts("lunarun " LUNARUN_VERSION); }
 
 typedef struct lr_cli {
   const char *command;
@@ -28,11 +74,13 @@ typedef struct lr_cli {
   const char **sets;
   size_t nsets;
   int json;
+  int stream;
   const char *program_path;
   /* run state */
   uv_loop_t loop;
   lr_runtime *rt;
   lr_run *run;
+  size_t logs_printed; /* with --stream: entries already printed */
   uv_signal_t sigint, sigterm;
   int exit_code;
 } lr_cli;
@@ -61,7 +109,11 @@ static int lr__parse_args(lr_cli *cli, int argc, char **argv) {
   if (argc < 2) return lr__misuse("%s", "a command is required: run, describe or mcp (see lunarun --help)");
   cli->command = argv[1];
   if (strcmp(cli->command, "--help") == 0 || strcmp(cli->command, "-h") == 0) {
-    fputs(lr__usage, stdout);
+    lr__print_help();
+    exit(LR_EXIT_OK);
+  }
+  if (strcmp(cli->command, "--version") == 0) {
+    lr__print_version();
     exit(LR_EXIT_OK);
   }
   if (strcmp(cli->command, "run") != 0 && strcmp(cli->command, "describe") != 0 && strcmp(cli->command, "mcp") != 0)
@@ -93,8 +145,11 @@ static int lr__parse_args(lr_cli *cli, int argc, char **argv) {
       cli->sets[cli->nsets++] = v;
     } else if (run && strcmp(a, "--json") == 0) {
       cli->json = 1;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      fputs(lr__usage, stdout);
+    } else if (run && strcmp(a, "--stream") == 0) {
+      cli->stream = 1;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "--version") == 0) {
+      if (strcmp(a, "--version") == 0) lr__print_version();
+      else lr__print_help();
       free(cli->bindings);
       free(cli->sets);
       exit(LR_EXIT_OK);
@@ -129,12 +184,39 @@ static char *lr__read_all(FILE *f, size_t *len) {
   return data;
 }
 
-/* A readable rendering: the logs, then the value or "error (kind): message". */
-static void lr__print_text(const lr_result *r) {
-  for (size_t i = 0; i < r->nlogs; i++) {
-    fwrite(r->logs[i], 1, r->log_lens[i], stdout);
-    if (r->log_lens[i] == 0 || r->logs[i][r->log_lens[i] - 1] != '\n') fputc('\n', stdout);
-  }
+/* One log entry as a line of the readable rendering. */
+static void lr__print_log_text(const char *text, size_t len) {
+  fwrite(text, 1, len, stdout);
+  if (len == 0 || text[len - 1] != '\n') fputc('\n', stdout);
+}
+
+/* One log entry as an NDJSON event of --json --stream: {"log":"..."}. */
+static void lr__print_log_event(const char *text, size_t len) {
+  size_t n;
+  char *json = lr_log_json(text, len, &n);
+  fputs("{\"log\":", stdout);
+  fwrite(json, 1, n, stdout);
+  fputs("}\n", stdout);
+  free(json);
+}
+
+static void lr__print_log(const lr_cli *cli, const char *text, size_t len) {
+  if (cli->json) lr__print_log_event(text, len);
+  else lr__print_log_text(text, len);
+}
+
+/* --stream: an entry the ledger admitted, printed at once. */
+static void lr__on_log(void *ud, const char *text, size_t len) {
+  lr_cli *cli = ud;
+  lr__print_log(cli, text, len);
+  cli->logs_printed++;
+  fflush(stdout);
+}
+
+/* A readable rendering: the logs (those not streamed yet), then the value
+ * or "error (kind): message". */
+static void lr__print_text(const lr_cli *cli, const lr_result *r) {
+  for (size_t i = cli->logs_printed; i < r->nlogs; i++) lr__print_log_text(r->logs[i], r->log_lens[i]);
   if (r->kind != LR_OK) {
     printf("error (%s): ", lr_kind_name(r->kind));
     fwrite(r->message, 1, r->message_len, stdout);
@@ -156,13 +238,16 @@ static void lr__on_done(void *ud, const lr_result *r) {
   lr_cli *cli = ud;
   cli->run = NULL;
   if (cli->json) {
+    /* --stream: the result's logs that were not streamed yet (the last ones
+     * near the cap, a cut prefix), so the events are exactly its logs. */
+    for (size_t i = cli->logs_printed; cli->stream && i < r->nlogs; i++) lr__print_log_event(r->logs[i], r->log_lens[i]);
     size_t len;
     char *json = lr_result_json(r, &len);
     fwrite(json, 1, len, stdout);
     fputc('\n', stdout);
     free(json);
   } else {
-    lr__print_text(r);
+    lr__print_text(cli, r);
   }
   fflush(stdout);
   cli->exit_code = r->kind == LR_OK ? LR_EXIT_OK : LR_EXIT_FAILED;
@@ -262,7 +347,7 @@ int main(int argc, char **argv) {
   uv_signal_start(&cli.sigint, lr__on_signal, SIGINT);
   uv_signal_start(&cli.sigterm, lr__on_signal, SIGTERM);
 
-  lr_run_options opts = {.on_done = lr__on_done, .ud = &cli};
+  lr_run_options opts = {.on_done = lr__on_done, .on_log = cli.stream ? lr__on_log : NULL, .ud = &cli};
   if (lr_run_start(cli.rt, program, program_len, &opts, &cli.run, err) != 0) {
     lr_runtime_dispose(cli.rt, lr__on_disposed, &cli);
     uv_run(&cli.loop, UV_RUN_DEFAULT);

@@ -33,7 +33,15 @@ void lr__ledger_init(lr_ledger *l, uint64_t cap) {
   l->cap = cap;
   l->logs_cost = 2;
   l->nlogs = 0;
+  /* lr__ledger_cut keeps whole the entries that fit beside the limit message. */
+  lr_buf msg = {0};
+  lr__ledger_limit_message(cap, &msg);
+  uint64_t msg_cost = lr__ledger_string_cost(msg.data, msg.len);
+  lr__buf_free(&msg);
+  l->sure_cost = cap > msg_cost ? cap - msg_cost : 0;
 }
+
+bool lr__ledger_sure(const lr_ledger *l) { return l->logs_cost <= l->sure_cost; }
 
 bool lr__ledger_add_log(lr_ledger *l, const char *text, size_t len) {
   l->logs_cost += lr__ledger_string_cost(text, len) + (l->nlogs ? 1 : 0);

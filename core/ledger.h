@@ -18,6 +18,7 @@ typedef struct lr_ledger {
   uint64_t cap;       /* maxOutputBytes */
   uint64_t logs_cost; /* JSON size of the logs array so far: 2 when empty */
   size_t nlogs;
+  uint64_t sure_cost; /* logs up to this cost are kept by every result */
 } lr_ledger;
 
 void lr__ledger_init(lr_ledger *l, uint64_t cap);
@@ -25,6 +26,12 @@ void lr__ledger_init(lr_ledger *l, uint64_t cap);
 /* Adds one log entry. Returns true while logs alone are within the cap,
  * false once they exceed it (the entry is counted either way). */
 bool lr__ledger_add_log(lr_ledger *l, const char *text, size_t len);
+
+/* True while every entry added so far is in the result whatever the run's
+ * outcome: the logs fit with room left for the output-limit message, so
+ * even a cut result keeps them whole. What is shown live (lr_log_fn) is
+ * what this admits; the result may keep more. */
+bool lr__ledger_sure(const lr_ledger *l);
 
 /* True when logs plus a final part costing `final_cost` fit the cap. */
 bool lr__ledger_fits(const lr_ledger *l, uint64_t final_cost);

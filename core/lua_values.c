@@ -52,6 +52,30 @@ static void lr__push_scalar(lua_State *L, const lr_json *v, int null_idx) {
   }
 }
 
+/* An object's key order, as its metatable: { __name = "lunarun.object",
+ * key1, key2, ... }. Lua tables forget the order of their keys; this
+ * brings it back when the object is converted again (lr__lua_to_json). */
+static void lr__push_key_order(lua_State *L, const lr_json *object) {
+  lua_createtable(L, (int)object->len, 1);
+  for (size_t i = 0; i < object->len; i++) {
+    const lr_json *key = &object->u.items[2 * i];
+    lua_pushlstring(L, key->u.str, key->len);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_pushliteral(L, LR_LUA_OBJECT);
+  lua_setfield(L, -2, "__name");
+}
+
+/* True when objects a and b have the same keys in the same order. */
+static bool lr__same_keys(const lr_json *a, const lr_json *b) {
+  if (a->len != b->len) return false;
+  for (size_t i = 0; i < a->len; i++) {
+    const lr_json *x = &a->u.items[2 * i], *y = &b->u.items[2 * i];
+    if (x->len != y->len || memcmp(x->u.str, y->u.str, x->len) != 0) return false;
+  }
+  return true;
+}
+
 typedef struct lr_push_frame {
   const lr_json *node;
   size_t i;
@@ -68,10 +92,12 @@ static void lr__assign(lua_State *L, lr_push_frame *parent) {
 }
 
 void lr__lua_push_json(lua_State *L, const lr_json *root) {
-  luaL_checkstack(L, 4, "lunarun: value too deep");
+  luaL_checkstack(L, 5, "lunarun: value too deep");
   lua_getfield(L, LUA_REGISTRYINDEX, LR_LUA_NULL);
   lua_getfield(L, LUA_REGISTRYINDEX, LR_LUA_ARRAY);
-  int null_idx = lua_gettop(L) - 1, array_idx = null_idx + 1;
+  lua_pushnil(L); /* the key order of the last object, shared by the next of the same keys */
+  int null_idx = lua_gettop(L) - 2, array_idx = null_idx + 1, order_idx = null_idx + 2;
+  const lr_json *order_of = NULL; /* the object order_idx was made for */
   lr_push_frame *stack = NULL;
   size_t depth = 0, cap = 0;
   const lr_json *v = root;
@@ -82,6 +108,15 @@ void lr__lua_push_json(lua_State *L, const lr_json *root) {
       lua_createtable(L, arr ? (int)v->len : 0, arr ? 0 : (int)v->len);
       if (arr) {
         lua_pushvalue(L, array_idx);
+        lua_setmetatable(L, -2);
+      } else if (v->len > 1) {
+        /* Records of one shape (a list of rows) share one key order. */
+        if (!order_of || !lr__same_keys(order_of, v)) {
+          lr__push_key_order(L, v);
+          lua_replace(L, order_idx);
+          order_of = v;
+        }
+        lua_pushvalue(L, order_idx);
         lua_setmetatable(L, -2);
       }
       if (depth == cap) {
@@ -115,7 +150,7 @@ void lr__lua_push_json(lua_State *L, const lr_json *root) {
     }
   }
   free(stack);
-  /* Leave only the value: drop null and array below it. */
+  /* Leave only the value: drop null, array and the key order below it. */
   lua_replace(L, null_idx);
   lua_settop(L, null_idx);
 }
@@ -135,9 +170,83 @@ static int lr__key_cmp(const void *a, const void *b) {
   return c ? c : (x->len < y->len ? -1 : x->len > y->len);
 }
 
+/* Index of the key s[0..len) among the n sorted keys of items (pairs), or
+ * n when it is not there. */
+static size_t lr__find_key(const lr_json *items, size_t n, const char *s, size_t len) {
+  lr_json probe = {.type = LR_JSTRING, .len = len};
+  probe.u.str = (char *)s;
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = lr__key_cmp(&items[2 * mid], &probe);
+    if (c == 0) return mid;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return n;
+}
+
+/* When the table at idx has a key-order metatable (an object that came
+ * from JSON): puts its n sorted keys in that order, those the order does
+ * not name (added since) after them, still sorted. Names that are gone, not
+ * strings or repeated are skipped, so the keys stay exactly the table's. */
+static void lr__apply_key_order(lua_State *L, int idx, lr_json *node) {
+  size_t n = node->len;
+  luaL_checkstack(L, 3, "lunarun: value too deep");
+  if (n < 2 || !lua_getmetatable(L, idx)) return;
+  int mt = lua_gettop(L);
+  lua_pushliteral(L, "__name");
+  lua_rawget(L, mt);
+  size_t name_len;
+  const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &name_len) : NULL;
+  bool ordered = name && name_len == strlen(LR_LUA_OBJECT) && memcmp(name, LR_LUA_OBJECT, name_len) == 0;
+  lua_pop(L, 1);
+  if (!ordered) {
+    lua_pop(L, 1);
+    return;
+  }
+  /* Objects are small as a rule: their scratch space is on the stack. */
+  enum { SMALL = 16 };
+  size_t order_small[SMALL];
+  bool placed_small[SMALL] = {false};
+  lr_json keys_small[2 * SMALL];
+  bool small = n <= SMALL;
+  size_t *order = small ? order_small : lr__xmalloc(n * sizeof *order);
+  bool *placed = small ? placed_small : lr__xcalloc(n, sizeof *placed);
+  size_t placed_n = 0;
+  lua_Integer remembered = (lua_Integer)lua_rawlen(L, mt);
+  for (lua_Integer i = 1; i <= remembered && placed_n < n; i++) {
+    if (lua_rawgeti(L, mt, i) == LUA_TSTRING) {
+      size_t len;
+      const char *s = lua_tolstring(L, -1, &len);
+      size_t k = lr__find_key(node->u.items, n, s, len);
+      if (k < n && !placed[k]) {
+        placed[k] = true;
+        order[placed_n++] = k;
+      }
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1); /* the metatable */
+  for (size_t k = 0; k < n; k++)
+    if (!placed[k]) order[placed_n++] = k;
+  lr_json *sorted = small ? keys_small : lr__xmalloc(2 * n * sizeof *sorted);
+  memcpy(sorted, node->u.items, 2 * n * sizeof *sorted);
+  for (size_t j = 0; j < n; j++) {
+    node->u.items[2 * j] = sorted[2 * order[j]];
+    node->u.items[2 * j + 1] = sorted[2 * order[j] + 1];
+  }
+  if (!small) {
+    free(sorted);
+    free(placed);
+    free(order);
+  }
+}
+
 /* Looks at the table at idx: an array (keys 1..n, or empty and marked) or
- * an object (string keys only, sorted so output is stable). Fills *node
- * (keys included for objects). */
+ * an object (string keys only: sorted so output is stable, or in the order
+ * the object came with, see lr__apply_key_order). Fills *node (keys
+ * included for objects). */
 static int lr__classify(lua_State *L, int idx, int array_idx, lr_json *node, char *err) {
   size_t nint = 0, nstr = 0;
   lua_Integer maxint = 0;
@@ -183,6 +292,7 @@ static int lr__classify(lua_State *L, int idx, int array_idx, lr_json *node, cha
   /* Keys sorted by bytes: the order of a Lua table is arbitrary. The pairs
    * are (key, null) now, so sorting pairs by key is sorting keys. */
   if (nstr > 1) qsort(node->u.items, nstr, 2 * sizeof(lr_json), lr__key_cmp);
+  lr__apply_key_order(L, idx, node);
   return 0;
 }
 
@@ -301,7 +411,8 @@ int lr__lua_to_json(lua_State *L, int idx, lr_json *out, char err[LR_ERR_MAX]) {
   return rc;
 }
 
-/* lunarun.json_encode(v) -> text | nil, message: compact JSON, keys sorted. */
+/* lunarun.json_encode(v) -> text | nil, message: compact JSON, keys sorted
+ * (or in the order an object decoded from JSON came with). */
 int lr__lua_json_encode(lua_State *L) {
   luaL_checkany(L, 1);
   lr_json tree;

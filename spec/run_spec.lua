@@ -137,8 +137,12 @@ return null;
     end)
 
     it("worker-exit when the sandbox cannot start", function()
-      local r = run("return 1", { sets = { "nodePath=/bin/false" } })
-      assert.are.equal(1, r.code)
+      -- A "Node" that answers the version check, then fails to start.
+      local broken = h.tmpfile('#!/bin/sh\n[ "$1" = --version ] && { echo v24.0.0; exit 0; }\nexit 1\n')
+      os.execute("chmod +x " .. h.q(broken))
+      local r = run("return 1", { sets = { "nodePath=" .. broken } })
+      os.remove(broken)
+      assert.are.equal(1, r.code, r.stderr)
       assert.are.equal("worker-exit", r.result.error.kind)
     end)
 

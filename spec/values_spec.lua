@@ -192,12 +192,36 @@ return [values_.length, out];]], list))
   round_trips("keys of every kind", [==[[{ "": 1 }, { "\u0000": 1 }, { "é": 1, "😀": 2 }, { "a\"b": 1 },
     { "\ud800": 1 }]]==])
 
-  it("keeps arrays in order but returns object keys sorted by their bytes", function()
-    -- A Lua table has no order: a handler's object comes back with its keys
-    -- sorted (integer-like keys are then put first by JavaScript itself).
+  it("keeps its object keys in their order when the handler returns it unchanged, at every depth", function()
     local v = run([[
-const sent = { b: 1, a: 2, "10": 3, "2": 4, "é": 5, "z": [3, 1, 2] };
-return JSON.stringify(await values.echo(sent));]])
+const sent = { b: 1, a: 2, "10": 3, "2": 4, "é": 5, z: [3, 1, { y: 1, x: 2 }], m: { q: { s: 1, r: 2 }, p: null } };
+const rows = Array.from({ length: 5 }, (_, i) => ({ zz: i, aa: i * 2, mm: [i] }));
+const mixed = [{ b: 1, a: 2 }, { d: 1, c: 2 }, { b: 1, a: 2 }, { b: 1 }, { a: 1, b: 2 }];
+const same = (x: unknown) => values.echo(x).then((back) => JSON.stringify(back) === JSON.stringify(x));
+return [await same(sent), await same(rows), await same(mixed), JSON.stringify(await values.echo(sent))];]])
+    assert.are.same({ true, true, true, '{"2":4,"10":3,"b":1,"a":2,"é":5,"z":[3,1,{"y":1,"x":2}],"m":{"q":{"s":1,"r":2},"p":null}}' }, v)
+  end)
+
+  it("keeps the remaining keys in order and puts new keys after them, sorted", function()
+    local v = run([[return JSON.stringify(await values.addRemove({ c: 1, b: 2, a: 3 }));]])
+    assert.are.equal('{"c":1,"a":3,"aNew":2,"zNew":1}', v)
+  end)
+
+  it("returns the keys of an object built in Lua sorted by their bytes", function()
+    -- A Lua table has no order: a new table's keys come back sorted
+    -- (integer-like keys are then put first by JavaScript itself).
+    local v = run([[
+return JSON.stringify(await values.copy({ b: 1, a: 2, "10": 3, "2": 4, "é": 5, "z": [3, 1, 2] }));]])
     assert.are.equal('{"2":4,"10":3,"a":2,"b":1,"z":[3,1,2],"é":5}', v)
+  end)
+
+  it("stays exact when the remembered order is tampered with", function()
+    local v = run([[return JSON.stringify(await values.tampered({ c: 1, b: 2, a: 3 }));]])
+    assert.are.equal('{"c":1,"b":2,"a":3}', v)
+  end)
+
+  it("keeps its order through lunarun.json_encode too, and shows as a lunarun.object", function()
+    local v = run([[return [await values.encode({ c: 1, b: [{ y: 1, x: 2 }], a: null }), await values.typeName({ b: 1, a: 2 })];]])
+    assert.are.same({ '{"c":1,"b":[{"y":1,"x":2}],"a":null}', "lunarun.object" }, v)
   end)
 end)

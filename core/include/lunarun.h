@@ -32,8 +32,9 @@
  *   entry) is lunarun's and valid only during the callback: copy what you
  *   keep. An lr_call and what it carries (lr_call_args_json, its names) is
  *   valid from the handler's call until the handler completes it.
- * - The caller frees (with free()) the string of lr_result_json and the
- *   text of lr_describe, and releases an lr_config with lr_config_free.
+ * - The caller frees (with free()) the strings of lr_result_json and
+ *   lr_log_json and the text of lr_describe, and releases an lr_config
+ *   with lr_config_free.
  * - An lr_run is valid from lr_run_start until its on_done returns; an
  *   lr_runtime until its on_disposed is called (it is freed just before).
  */
@@ -191,6 +192,12 @@ typedef struct lr_result {
  * (len may be NULL). */
 char *lr_result_json(const lr_result *r, size_t *len);
 
+/* One log entry as a JSON string, exactly as lr_result_json writes it in
+ * `logs` (lone surrogates as \uDXXX), for callers that stream entries as
+ * JSON (`lunarun run --json --stream`). malloc'd, NUL-terminated; the
+ * caller frees it. out_len may be NULL. */
+char *lr_log_json(const char *text, size_t len, size_t *out_len);
+
 /* ---- Runtime, namespaces, runs ---------------------------------------- */
 
 typedef struct lr_runtime lr_runtime;
@@ -199,8 +206,9 @@ typedef struct lr_call lr_call;
 
 /* Creates a runtime on the caller's loop: checks the config (NULL: the
  * defaults), finds Node (nodePath, else $LUNARUN_NODE, else the build's
- * default, else PATH), installs the runner into a fresh folder under
- * runtimeRoot. The config is copied. On misuse *out is NULL, nothing is
+ * default, else PATH) and refuses one older than 22.13 (it runs `node
+ * --version` once per binary, a few ms), installs the runner into a fresh
+ * folder under runtimeRoot. The config is copied. On misuse *out is NULL, nothing is
  * left behind, and err names the key. */
 int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, char *err);
 
@@ -321,8 +329,12 @@ void lr_call_reject(lr_call *call, const char *message, size_t len);
 void lr_call_reject_lossy(lr_call *call);
 
 /* Called with each log entry as it arrives, in emission order, while the
- * run is in flight (before the host's ledger cuts; the runner may already
- * have cut an entry that overflows maxOutputBytes). */
+ * run is in flight, once the output ledger has admitted it: only entries
+ * that the result keeps whatever the outcome (the logs so far fit
+ * maxOutputBytes with room left for the output-limit message). So what a
+ * caller shows live never exceeds the result; the result's logs start with
+ * exactly the entries seen here and may hold more (the last ones near the
+ * cap, or a cut prefix of one). */
 typedef void (*lr_log_fn)(void *ud, const char *text, size_t len);
 /* Called exactly once with the result, after the run's sandbox is gone (no
  * process of the run is left); the run is freed when it returns. */
