@@ -31,6 +31,8 @@ int lr__lua_open_http(lua_State *L);
 
 typedef struct lr_lua_call lr_lua_call;
 
+#define LR_IDLE_COROUTINES 32
+
 struct lr_lua {
   lua_State *L;         /* the main thread */
   uv_loop_t *loop;
@@ -42,10 +44,10 @@ struct lr_lua {
   lr_lua_call *calls;   /* every call in flight */
   uint64_t next_serial;
   int loader_ref;       /* require("lunarun.loader") */
-  /* Coroutines of calls that returned, kept for the next calls: a new
-   * thread per call costs more than the rest of the host's work on it. */
-  lua_State *idle_cos[32];
-  int idle_refs[32];
+  /* Coroutines of calls that returned, kept (in one table, idle_ref) for
+   * the next calls: a new thread per call costs more than the rest of the
+   * host's work on it. */
+  int idle_ref;
   int nidle;
 };
 
@@ -395,7 +397,7 @@ static int lr__anchor_gc(lua_State *L) {
  * modules, luv on the loop, the loader. Raises on failure. */
 static void lr__lua_init(lua_State *L, lr_lua *lua) {
   lua->refs = 1; /* the anchor's */
-  lua->loader_ref = LUA_NOREF;
+  lua->loader_ref = lua->idle_ref = LUA_NOREF;
   lr_lua **anchor = lua_newuserdatauv(L, sizeof *anchor, 0);
   *anchor = lua;
   if (luaL_newmetatable(L, LR_LUA_ANCHOR)) {
@@ -420,6 +422,8 @@ static void lr__lua_init(lua_State *L, lr_lua *lua) {
   lua_pushliteral(L, "lunarun.loader");
   lua_call(L, 1, 1);
   lua->loader_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_createtable(L, LR_IDLE_COROUTINES, 0);
+  lua->idle_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
 static int lr__lua_init_protected(lua_State *L) {
@@ -490,14 +494,14 @@ static void lr__call_free(lr_lua_call *lc) {
   if (lc->next) lc->next->prev = lc->prev;
   if (!lua->closed) {
     lua_State *L = lua->L;
-    if (lc->co_reusable && lua->nidle < (int)(sizeof lua->idle_cos / sizeof lua->idle_cos[0]) &&
-        lua_status(lc->co) == LUA_OK) {
+    if (lc->co_reusable && lua->nidle < LR_IDLE_COROUTINES && lua_status(lc->co) == LUA_OK) {
       lua_settop(lc->co, 0);
-      lua->idle_cos[lua->nidle] = lc->co;
-      lua->idle_refs[lua->nidle++] = lc->co_ref;
-    } else {
-      luaL_unref(L, LUA_REGISTRYINDEX, lc->co_ref);
+      lua_rawgeti(L, LUA_REGISTRYINDEX, lua->idle_ref);
+      lua_rawgeti(L, LUA_REGISTRYINDEX, lc->co_ref);
+      lua_rawseti(L, -2, ++lua->nidle);
+      lua_pop(L, 1);
     }
+    luaL_unref(L, LUA_REGISTRYINDEX, lc->co_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, lc->member_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, lc->info_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, lc->cancel_ref);
@@ -651,9 +655,13 @@ static void lr__lua_call(void *ud, lr_call *call) {
   lr_call_set_user(call, lc);
 
   if (lua->nidle > 0) {
-    lua->nidle--;
-    lc->co = lua->idle_cos[lua->nidle];
-    lc->co_ref = lua->idle_refs[lua->nidle];
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lua->idle_ref);
+    lua_rawgeti(L, -1, lua->nidle);
+    lc->co = lua_tothread(L, -1);
+    lc->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushnil(L);
+    lua_rawseti(L, -2, lua->nidle--);
+    lua_pop(L, 1);
   } else {
     lc->co = lua_newthread(L);
     lc->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
