@@ -149,8 +149,10 @@ export class Channel {
     if (this.token === '' && !this.loadToken()) return;
     if (AtomicsCompareExchange(this.i32, LOCK, 0, 1) !== 0 && !force) return;
     try {
+      // Exactly up to `to`: the worker appends without the lock, and an
+      // entry it commits meanwhile is sent next time, not twice.
       const to = AtomicsLoad(this.i32, LEN);
-      const logs = this.logsLine();
+      const logs = this.logsLine(to);
       AtomicsStore(this.i32, SENT, to);
       if (logs !== '') writeAll(logs);
     } finally {
@@ -167,9 +169,8 @@ export class Channel {
 
   // --- both ---------------------------------------------------------------
 
-  logsLine() {
+  logsLine(to = AtomicsLoad(this.i32, LEN)) {
     const from = AtomicsLoad(this.i32, SENT);
-    const to = AtomicsLoad(this.i32, LEN);
     if (to <= from) return '';
     // The first entry's leading comma is left out.
     const json = BufferConcat([LOGS_OPEN, Uint8ArrayPrototypeSubarray(this.bytes, DATA_AT + from + 1, DATA_AT + to), LOGS_CLOSE]);

@@ -264,9 +264,6 @@ await new Promise((r) => setTimeout(r, 60000));
   end)
 
   it("closes its channel in (fd 3): the host's next reply finds a broken pipe", function()
-    -- The channel's fds as the local host lays them out; behind E2B's
-    -- launcher this run is not answered until maxWallMs (noted in issue 11).
-    if h.backend == "e2b" then return pending("local backend only") end
     local r = run([[
 process.getBuiltinModule("fs").closeSync(3);
 console.log("after close");
@@ -278,9 +275,6 @@ return await tools.inc({ v: 1 });
   end)
 
   it("closes its channel out (fd 4), or reopens it elsewhere: worker-exit, and what it had not sent is lost", function()
-    -- The channel's fds as the local host lays them out; behind E2B's
-    -- launcher this run is not answered until maxWallMs (noted in issue 11).
-    if h.backend == "e2b" then return pending("local backend only") end
     -- The program cut the only way its logs leave: nothing can carry them.
     for _, reopen in ipairs({ "", 'fs.openSync("/dev/null", "r");' }) do
       local r = run([[
@@ -403,6 +397,19 @@ return 1;
     local r = run('for (let i = 0; i < 100000; i++) console.log(""); return null;')
     assert.are.equal(100000, #r.result.logs)
     assert.are.equal(2 + 100000 * 2 + 99999 + 4, r.result.stats.outputBytes)
+  end)
+
+  it("logs without a pause in one long turn: each entry arrives once", function()
+    -- The controller sends what the worker holds while it is stuck in a long
+    -- turn (every 10 ms); an entry the worker added during such a send once
+    -- left twice. Empty entries are small: the worker itself flushes rarely,
+    -- so the controller sends many times while the worker appends.
+    for _ = 1, 3 do
+      local r = run('for (let i = 0; i < 500000; i++) console.log(""); return 1;')
+      assert.are.equal(500000, r.result.stats.logEntries)
+      assert.are.equal(500000, #r.result.logs)
+      assert.are.equal(2 + 500000 * 2 + 499999 + 1, r.result.stats.outputBytes)
+    end
   end)
 
   it("returns a Symbol or a BigInt: invalid-output naming where", function()
