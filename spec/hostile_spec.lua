@@ -427,6 +427,34 @@ return 1;
     assert.are.equal(string.rep("[", 100001) .. string.rep("]", 100001), h.raw_value(r.stdout))
   end)
 
+  -- Under bubblewrap only (the local process tree): maxProcesses is a limit
+  -- inside the sandbox's user namespace, and the sandbox's parent is the
+  -- namespace's init. Without isolation the program's parent is the host
+  -- itself, which it could signal (README, "Isolation"); on E2B, the launcher.
+  local bwrap_only = h.isolation == "none" or h.backend == "e2b"
+
+  it("floods processes under maxProcesses (bwrap only): spawns fail with EAGAIN, none is left", function()
+    if bwrap_only then return pending("bubblewrap isolation only") end
+    local r = run([[
+const cp = process.getBuiltinModule("child_process");
+let n = 0, err = "";
+for (let i = 0; i < 300; i++) {
+  const c = cp.spawn("sleep", ["908"], { stdio: "ignore" });
+  c.on("error", (e) => { err = e.message; });
+  n++;
+}
+await new Promise((r) => setTimeout(r, 500));
+return [n, err];
+]], { sets = { "maxProcesses=64" } })
+    assert.are.equal('[300,"spawn sleep EAGAIN"]', h.raw_value(r.stdout))
+  end)
+
+  it("sends SIGKILL to its parent (bwrap only): the namespace's init ignores it", function()
+    if bwrap_only then return pending("bubblewrap isolation only") end
+    local r = run('process.kill(process.ppid, "SIGKILL"); return ["alive", process.ppid];')
+    assert.are.equal('["alive",1]', h.raw_value(r.stdout))
+  end)
+
   it("is followed by a healthy run", function()
     assert.are.equal(2, run("return 1 + 1").result.value)
   end)
