@@ -30,6 +30,10 @@ export const FLUSH_AT = 64 * 1024;
 // program's worker, and nothing here may be looked up on an object the
 // program can rewrite afterwards.
 const uncurry = Function.prototype.bind.bind(Function.prototype.call);
+// writeSync too: an imported binding of a builtin follows the program's
+// `fs.writeSync = …` once it calls module.syncBuiltinESMExports().
+const WriteSync = writeSync;
+const ObjectFreeze = Object.freeze;
 const AtomicsLoad = Atomics.load;
 const AtomicsStore = Atomics.store;
 const AtomicsAdd = Atomics.add;
@@ -145,8 +149,10 @@ export class Channel {
     if (this.token === '' && !this.loadToken()) return;
     if (AtomicsCompareExchange(this.i32, LOCK, 0, 1) !== 0 && !force) return;
     try {
+      // Exactly up to `to`: the worker appends without the lock, and an
+      // entry it commits meanwhile is sent next time, not twice.
       const to = AtomicsLoad(this.i32, LEN);
-      const logs = this.logsLine();
+      const logs = this.logsLine(to);
       AtomicsStore(this.i32, SENT, to);
       if (logs !== '') writeAll(logs);
     } finally {
@@ -163,9 +169,8 @@ export class Channel {
 
   // --- both ---------------------------------------------------------------
 
-  logsLine() {
+  logsLine(to = AtomicsLoad(this.i32, LEN)) {
     const from = AtomicsLoad(this.i32, SENT);
-    const to = AtomicsLoad(this.i32, LEN);
     if (to <= from) return '';
     // The first entry's leading comma is left out.
     const json = BufferConcat([LOGS_OPEN, Uint8ArrayPrototypeSubarray(this.bytes, DATA_AT + from + 1, DATA_AT + to), LOGS_CLOSE]);
@@ -173,12 +178,18 @@ export class Channel {
   }
 }
 
+// A program can import this module (its file is readable to the sandbox):
+// the class it finds must not let it hook the worker's channel (and read its
+// token) by rewriting a method.
+ObjectFreeze(Channel.prototype);
+ObjectFreeze(Channel);
+
 function writeAll(text) {
   const buf = BufferFrom(text, 'latin1');
   let off = 0;
   while (off < buf.length) {
     try {
-      off += writeSync(OUT_FD, buf, off, buf.length - off);
+      off += WriteSync(OUT_FD, buf, off, buf.length - off);
     } catch (e) {
       if (e && e.code === 'EAGAIN') continue;
       throw e;

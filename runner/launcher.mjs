@@ -197,7 +197,18 @@ function startController(heapMb) {
     if (childExited) why();
     else child.once('exit', why);
   });
-  child.stdio[3].write(token + '\n');
+  toSandbox(token + '\n');
+}
+
+// A write to the controller's channel (its fd 3). A sandbox that closed its
+// end can never be answered: the run ends as the local host ends it. (The
+// failure comes to the write's callback; no 'error' event is emitted.)
+function toSandbox(data) {
+  child.stdio[3].write(data, (e) => {
+    if (!e) return;
+    const why = e.code === 'EPIPE' ? 'broken pipe' : e.message;
+    conclude(workerExit(`cannot write to the runner: ${why}`));
+  });
 }
 
 // The host's frames (stdin): the first is boot, which this launcher reads for
@@ -221,7 +232,7 @@ function onHostLine(line) {
     const heap = Number.isSafeInteger(boot.maxOldGenerationSizeMb) ? boot.maxOldGenerationSizeMb : 512;
     startController(heap);
   }
-  if (child && child.pid) child.stdio[3].write(Buffer.concat([line, Buffer.from('\n')]));
+  if (child && child.pid) toSandbox(Buffer.concat([line, Buffer.from('\n')]));
   return true;
 }
 

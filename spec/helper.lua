@@ -101,7 +101,10 @@ function M.run(program, opts)
   local r = M.cli(table.concat(args, " "))
   os.remove(prog)
   if opts.json ~= false and not opts.stream and r.stdout ~= "" then
-    r.result = json.decode(r.stdout, 1, json.null)
+    -- dkjson recurses: a result nested too deep for it leaves r.result nil
+    -- (r.stdout still has it).
+    local ok, v = pcall(json.decode, r.stdout, 1, json.null)
+    r.result = ok and v or nil
   end
   return r
 end

@@ -169,8 +169,15 @@ function M.load(path)
   return M.normalize(result, "bindings file " .. path)
 end
 
+-- Says what a hook raised as a handler's error would (a table's message),
+-- and never raises itself (a __tostring may).
 local function report(what, err)
-  io.stderr:write("lunarun: ", what, " hook failed: ", tostring(err), "\n")
+  local msg = type(err) == "table" and type(rawget(err, "message")) == "string" and err.message
+  if not msg then
+    local ok, s = pcall(tostring, err)
+    msg = ok and type(s) == "string" and s or ("a " .. type(err) .. " error value")
+  end
+  io.stderr:write("lunarun: ", what, " hook failed: ", msg, "\n")
 end
 
 local hrtime
