@@ -48,6 +48,7 @@ static void lr_fuzz_push_string(lr_fuzz_in *in) {
 /* Pushes one value of any type the input picks; depth bounds mount tables. */
 static void lr_fuzz_push_value(lr_fuzz_in *in, int depth) {
   uint8_t t = lr_fuzz_u8(in);
+  luaL_checkstack(L, 4, "fuzz"); /* a key, a value, and room below them */
   switch (t % 9) {
     case 0: lua_pushinteger(L, (lua_Integer)lr_fuzz_u64(in)); break;
     case 1: lua_pushnumber(L, lr_fuzz_numbers[lr_fuzz_u8(in) % 16]); break;

@@ -84,6 +84,9 @@ static int lr_fuzz_cfunc(lua_State *L) { return 0; }
 /* Mode 1: builds values on the stack from the input, then converts them. */
 static void lr_fuzz_build(lr_fuzz_in *in) {
   int base = lua_gettop(L);
+  /* The C API only grows the stack when asked: room for 48 values and the
+   * two a step may add, or the pushes overrun it. */
+  luaL_checkstack(L, 52, "fuzz");
   while (in->n) {
     uint8_t op = lr_fuzz_u8(in);
     int n = lua_gettop(L) - base;

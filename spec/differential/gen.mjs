@@ -1,0 +1,251 @@
+// Generates differential cases for the C JSON writer and the §5 ledger,
+// with the answers from JavaScript itself (run by the project's Node):
+//
+//   node spec/differential/gen.mjs [--cases N] [--seed S] | build/json_diff
+//
+// One case per line, fields separated by tabs:
+//   kind   "v" a value, "l" a logs array (strings only: the ledger's add_log)
+//   tokens the value in pre-order, built without any JSON text so the C side
+//          has to print every number and escape every string itself:
+//          z null, t true, f false, n<16 hex> a double's bits,
+//          s<4 hex per UTF-16 unit> a string, a<n> an array, o<n> an object
+//          (then n key strings each followed by its value)
+//   text   JSON.stringify(value)
+//   bytes  Buffer.byteLength(JSON.stringify(value)), the §5 cost
+//   lossless 1 when SPEC §6 lets the value cross (no NaN, ±Infinity, -0)
+// and a last line "end N". The same seed gives the same cases.
+import { writeSync } from "node:fs";
+
+let cases = 200000;
+let seed = 1;
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i++) {
+  if (argv[i] === "--cases") cases = Number(argv[++i]);
+  else if (argv[i] === "--seed") seed = Number(argv[++i]);
+  else {
+    process.stderr.write(`gen.mjs: unknown argument ${argv[i]}\n`);
+    process.exit(2);
+  }
+}
+if (!Number.isSafeInteger(cases) || cases < 0 || !Number.isSafeInteger(seed)) {
+  process.stderr.write("gen.mjs: --cases and --seed take integers\n");
+  process.exit(2);
+}
+
+// sfc32: small, fast, and the same sequence on every machine.
+let a = 0x9e3779b9, b = seed >>> 0, c = Math.floor(seed / 2 ** 32) >>> 0, d = 1;
+function u32() {
+  const t = (((a + b) | 0) + d) | 0;
+  d = (d + 1) | 0;
+  a = b ^ (b >>> 9);
+  b = (c + (c << 3)) | 0;
+  c = (c << 21) | (c >>> 11);
+  c = (c + t) | 0;
+  return t >>> 0;
+}
+for (let i = 0; i < 16; i++) u32();
+const below = (n) => u32() % n;
+const pick = (arr) => arr[below(arr.length)];
+const chance = (p) => u32() / 2 ** 32 < p;
+
+const f64 = new Float64Array(1);
+const u32s = new Uint32Array(f64.buffer);
+function fromBits(hi, lo) {
+  u32s[1] = hi >>> 0;
+  u32s[0] = lo >>> 0;
+  return f64[0];
+}
+function bitsHex(x) {
+  f64[0] = x;
+  return u32s[1].toString(16).padStart(8, "0") + u32s[0].toString(16).padStart(8, "0");
+}
+function nextUp(x, k) { // k ulps away (k may be negative), same sign
+  f64[0] = x;
+  const big = (BigInt(u32s[1]) << 32n) | BigInt(u32s[0]);
+  const n = big + BigInt(k);
+  if (n < 0n || n > 0x7fefffffffffffffn) return x;
+  u32s[1] = Number(n >> 32n);
+  u32s[0] = Number(n & 0xffffffffn);
+  return f64[0];
+}
+
+const edges = [
+  0, -0, 1, -1, 0.1, 0.2, 0.1 + 0.2, 1 / 3, 2 / 3, 1e21, 1e21 - 65536, 999999999999999900000, 1e20, 1e-6, 1e-7,
+  1.5e-7, 0.000001, 0.0000015, 123e-20, Number.MIN_VALUE, -Number.MIN_VALUE, Number.MAX_VALUE, Number.EPSILON,
+  2 ** -1022, 2 ** -1022 - 2 ** -1074, 2 ** 1023, 2 ** 53, 2 ** 53 - 1, 2 ** 53 + 2, -(2 ** 53), 2 ** 63, 2 ** 64,
+  4294967295, 4294967296, 5e-324, 1.7976931348623157e308, 2.2250738585072014e-308, 9007199254740993,
+  0.3, 5e-7, 1.2345678901234567e-300, 4.35, 0.07, 1e23, 8.41e21, 5.764607523034235e39,
+  NaN, Infinity, -Infinity,
+];
+
+function number() {
+  switch (below(10)) {
+    case 0: return pick(edges);
+    case 1: return fromBits(u32(), u32()); // anything, NaN and infinities too
+    case 2: return fromBits(u32() & 0x800fffff, u32()); // denormals (and ±0)
+    case 3: { // integers around 2^53 and 2^k
+      const base = pick([2 ** 53, 2 ** 52, 2 ** 54, 2 ** 31, 2 ** 32, 2 ** 63, 2 ** 64, 1e15, 1e16, 1e17, 1e21]);
+      const x = base + (below(41) - 20) * (chance(0.5) ? 1 : base / 2 ** 52);
+      return chance(0.2) ? -x : x;
+    }
+    case 4: return (chance(0.3) ? -1 : 1) * below(2 ** 31) * (chance(0.5) ? 1 : 2 ** 21 + below(1000));
+    case 5: { // short decimals, the shortest-digits search's usual work
+      const digits = String(1 + below(999999)).slice(0, 1 + below(6));
+      const e = below(640) - 330;
+      const x = Number(`${digits[0]}.${digits.slice(1) || "0"}e${e}`);
+      return chance(0.2) ? -x : x;
+    }
+    case 6: { // a power of two or ten, and its neighbours
+      const x = chance(0.5) ? 2 ** (below(2098) - 1074) : Number(`1e${below(632) - 323}`);
+      return nextUp(x, below(5) - 2);
+    }
+    case 7: return nextUp(pick(edges.filter(Number.isFinite)), below(9) - 4);
+    case 8: return (u32() / 2 ** 32) * 10 ** (below(50) - 25);
+    default: return fromBits((below(0x7fe) + 1) << 20 | (u32() & 0xfffff), u32()) * (chance(0.3) ? -1 : 1);
+  }
+}
+
+function unit(out) {
+  switch (below(12)) {
+    case 0: case 1: case 2: case 3: out.push(0x20 + below(95)); break; // printable ASCII
+    case 4: out.push(pick([0x22, 0x5c, 0x2f, 0x7f])); break;
+    case 5: out.push(below(0x20)); break; // controls: \b \t \n \f \r and \u00XX
+    case 6: out.push(0x80 + below(0x780)); break;
+    case 7: out.push(pick([0x2028, 0x2029, 0xfeff, 0xfffd, 0xfffe, 0xffff, 0x20ac, 0x0800, 0xd7ff, 0xe000])); break;
+    case 8: { // astral: a proper pair
+      const cp = 0x10000 + below(0x100000);
+      out.push(0xd800 + ((cp - 0x10000) >> 10), 0xdc00 + ((cp - 0x10000) & 0x3ff));
+      break;
+    }
+    case 9: out.push(0xd800 + below(0x400)); break; // lone high (unless a low follows by chance)
+    case 10: out.push(0xdc00 + below(0x400)); break; // lone low
+    default: out.push(0x800 + below(0xd000)); break; // other BMP below the surrogates
+  }
+}
+
+function string(maxLen) {
+  const units = [];
+  const n = chance(0.05) ? below(400) : below(maxLen);
+  while (units.length < n) unit(units);
+  return String.fromCharCode(...units);
+}
+
+function key() {
+  if (chance(0.3)) return pick(["", "__proto__", "constructor", "0", "1", "10", "-1", "01", "1.5", "4294967294",
+    "4294967295", "9007199254740993", "a", "kind", "length", "keys", "toJSON"]);
+  return string(8);
+}
+
+function value(depth) {
+  const r = below(100);
+  if (depth > 0 && r < 30) {
+    const n = below(7);
+    if (chance(0.5)) {
+      const arr = [];
+      for (let i = 0; i < n; i++) arr.push(value(depth - 1));
+      return arr;
+    }
+    const obj = chance(0.5) ? {} : Object.create(null);
+    for (let i = 0; i < n; i++) {
+      // defineProperty: "__proto__" becomes an own member, as the runner
+      // reads it from a program's object
+      Object.defineProperty(obj, key(), { value: value(depth - 1), enumerable: true, writable: true, configurable: true });
+    }
+    return obj;
+  }
+  if (r < 60) return number();
+  if (r < 90) return string(24);
+  return pick([null, true, false]);
+}
+
+// Deep nesting: SPEC §6 asks for depth 5000 both ways; JSON.stringify's
+// own recursion gives out a little beyond that.
+function deep() {
+  let v = chance(0.5) ? [] : {};
+  const n = 1000 + below(4001);
+  for (let i = 0; i < n; i++) v = chance(0.5) ? [v] : { k: v };
+  return v;
+}
+
+function hex4(s) {
+  let h = "";
+  for (let i = 0; i < s.length; i++) h += s.charCodeAt(i).toString(16).padStart(4, "0");
+  return h;
+}
+
+// Pre-order tokens and the lossless flag, with an explicit stack of work
+// items: [0, value] or [1, key].
+function tokens(root) {
+  const out = [];
+  let lossless = true;
+  const todo = [[0, root]];
+  while (todo.length) {
+    const [isKey, v] = todo.pop();
+    if (isKey) out.push("s" + hex4(v));
+    else if (v === null) out.push("z");
+    else if (v === true) out.push("t");
+    else if (v === false) out.push("f");
+    else if (typeof v === "number") {
+      if (!Number.isFinite(v) || Object.is(v, -0)) lossless = false;
+      out.push("n" + bitsHex(v));
+    } else if (typeof v === "string") out.push("s" + hex4(v));
+    else if (Array.isArray(v)) {
+      out.push("a" + v.length);
+      for (let i = v.length - 1; i >= 0; i--) todo.push([0, v[i]]);
+    } else {
+      const keys = Object.keys(v); // JavaScript's order: what the runner sends
+      out.push("o" + keys.length);
+      for (let i = keys.length - 1; i >= 0; i--) todo.push([0, v[keys[i]]], [1, keys[i]]);
+    }
+  }
+  return { text: out.join(" "), lossless };
+}
+
+// Lines are gathered and written in large blocks; a pipe that is full
+// (EAGAIN) is waited on.
+let pending = [];
+let pendingLen = 0;
+function flush() {
+  let buf = Buffer.from(pending.join(""), "utf8");
+  pending = [];
+  pendingLen = 0;
+  while (buf.length) {
+    try {
+      const n = writeSync(1, buf);
+      buf = buf.subarray(n);
+    } catch (e) {
+      if (e.code !== "EAGAIN") throw e;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+    }
+  }
+}
+function emit(line) {
+  pending.push(line);
+  pendingLen += line.length;
+  if (pendingLen > 1 << 20) flush();
+}
+
+for (let n = 0; n < cases; n++) {
+  let kind = "v";
+  let v;
+  if (n % 20000 === 19999) v = deep();
+  else if (chance(0.1)) {
+    kind = "l";
+    v = [];
+    for (let i = below(6); i > 0; i--) v.push(string(40));
+  } else v = value(1 + below(5));
+  let text;
+  for (;;) {
+    try {
+      text = JSON.stringify(v);
+      break;
+    } catch (e) { // too deep for JSON.stringify's recursion (objects cost more): peel levels
+      if (!(e instanceof RangeError)) throw e;
+      for (let i = 0; i < 500; i++) v = Array.isArray(v) ? v[0] : v.k;
+    }
+  }
+  const { text: toks, lossless } = tokens(v);
+  emit(`${kind}\t${toks}\t${text}\t${Buffer.byteLength(text)}\t${lossless ? 1 : 0}\n`);
+}
+emit(`end ${cases}\n`);
+flush();
