@@ -3,7 +3,8 @@
 //
 //   node spec/differential/gen.mjs [--cases N] [--seed S] | build/json_diff
 //
-// One case per line, fields separated by tabs:
+// One case per line, fields separated by tabs (kind "p" is a JSON text for
+// lr__json_parse: its UTF-8 bytes in hex, then JSON.stringify(JSON.parse(t))):
 //   kind   "v" a value, "l" a logs array (strings only: the ledger's add_log)
 //   tokens the value in pre-order, built without any JSON text so the C side
 //          has to print every number and escape every string itself:
@@ -173,6 +174,108 @@ function hex4(s) {
   return h;
 }
 
+// JSON text for JSON.parse and lr__json_parse to read: the same value
+// written in the many ways JSON allows (blanks, every escape, numbers with
+// extra digits, signs and zeros, repeated keys). Keys that are array
+// indices are left out: JavaScript orders them first in an object while the
+// engine keeps the text's order (the wire carries JavaScript's order, so
+// no value that crosses is affected).
+const HEX = "0123456789abcdefABCDEF";
+function blank() {
+  let b = "";
+  while (chance(0.15)) b += pick([" ", "\t", "\n", "\r"]);
+  return b;
+}
+function u4(c) {
+  let h = "";
+  for (let i = 3; i >= 0; i--) {
+    const d = (c >> (4 * i)) & 15;
+    h += d < 10 ? String(d) : chance(0.5) ? HEX[d] : HEX[d + 6];
+  }
+  return "\\u" + h;
+}
+function textString(str) {
+  let out = '"';
+  for (let i = 0; i < str.length; i++) {
+    const c = str.charCodeAt(i);
+    const pair = c >= 0xd800 && c < 0xdc00 && i + 1 < str.length &&
+      str.charCodeAt(i + 1) >= 0xdc00 && str.charCodeAt(i + 1) < 0xe000;
+    const lone = !pair && c >= 0xd800 && c < 0xe000;
+    if (pair) {
+      out += chance(0.5) ? str[i] + str[i + 1] : u4(c) + u4(str.charCodeAt(i + 1));
+      i++;
+    } else if (lone || c < 0x20 || chance(0.1)) {
+      const short = { 0x22: '\\"', 0x5c: "\\\\", 0x2f: "\\/", 8: "\\b", 12: "\\f", 10: "\\n", 13: "\\r", 9: "\\t" }[c];
+      out += short && chance(0.7) ? short : u4(c);
+    } else if (c === 0x22) out += '\\"';
+    else if (c === 0x5c) out += "\\\\";
+    else out += str[i];
+  }
+  return out + '"';
+}
+// A text that rounds past the largest double is Infinity to JSON.parse
+// (then null) and refused by lr__json_parse (json.h): such texts are left
+// out, the text of x itself is used instead.
+function textNumber(x) {
+  const t = textNumberAny(x);
+  return Number.isFinite(Number(t)) ? t : String(x);
+}
+function textNumberAny(x) {
+  if (Object.is(x, -0)) return pick(["-0", "-0.0", "-0e5", "-0E-2"]);
+  switch (below(6)) {
+    case 0: return String(x);
+    case 1: return x.toExponential().replace("e", pick(["e", "E"])).replace("+", pick(["+", ""]));
+    case 2: return x.toPrecision(1 + below(21));
+    case 3: { // long digit strings that fall between doubles: both parsers round
+      let d = String(1 + below(9));
+      for (let i = 17 + below(12); i > 0; i--) d += String(below(10));
+      return (x < 0 ? "-" : "") + d[0] + "." + d.slice(1) + "e" + (below(620) - 320);
+    }
+    case 4: return Number.isInteger(x) && Math.abs(x) < 1e21 ? x.toFixed(below(4)) : String(x);
+    default: { // a decimal with trailing zeros and a padded exponent
+      const [m, e] = x.toExponential().split("e");
+      return m + (m.includes(".") ? "0".repeat(below(3)) : "." + "0".repeat(1 + below(2))) + pick(["e", "E"]) + (e[0] === "-" ? "-" : pick(["+", ""])) + "0".repeat(below(3)) + e.replace(/^[-+]/, "");
+    }
+  }
+}
+function isIndex(k) {
+  return /^(0|[1-9][0-9]*)$/.test(k) && Number(k) < 4294967295;
+}
+function jsonText(root) {
+  const out = [];
+  const todo = [[0, root]];
+  while (todo.length) {
+    const [what, v] = todo.pop();
+    if (what === 1) { out.push(v); continue; } // punctuation
+    out.push(blank());
+    if (v === null || v === true || v === false) out.push(String(v));
+    else if (typeof v === "number") out.push(Number.isFinite(v) ? textNumber(v) : "null");
+    else if (typeof v === "string") out.push(textString(v));
+    else if (Array.isArray(v)) {
+      out.push("[");
+      todo.push([1, blank() + "]"]);
+      for (let i = v.length - 1; i >= 0; i--) {
+        todo.push([0, v[i]]);
+        if (i) todo.push([1, blank() + ","]);
+      }
+    } else {
+      out.push("{");
+      const keys = Object.keys(v).filter((k) => !isIndex(k));
+      const members = keys.map((k) => [k, v[k]]);
+      if (members.length && chance(0.2)) { // a repeated key: the last value wins, at the first place
+        members.push([pick(keys), value(1)]);
+      }
+      todo.push([1, blank() + "}"]);
+      for (let i = members.length - 1; i >= 0; i--) {
+        todo.push([0, members[i][1]]);
+        todo.push([1, blank() + textString(members[i][0]) + blank() + ":"]);
+        if (i) todo.push([1, blank() + ","]);
+      }
+    }
+  }
+  return out.join("") + blank();
+}
+
 // Pre-order tokens and the lossless flag, with an explicit stack of work
 // items: [0, value] or [1, key].
 function tokens(root) {
@@ -229,7 +332,12 @@ for (let n = 0; n < cases; n++) {
   let kind = "v";
   let v;
   if (n % 20000 === 19999) v = deep();
-  else if (chance(0.1)) {
+  else if (chance(0.1)) { // a JSON text: lr__json_parse + write against JSON.stringify(JSON.parse(text))
+    const t = jsonText(value(1 + below(4)));
+    const want = JSON.stringify(JSON.parse(t));
+    emit(`p\t${Buffer.from(t, "utf8").toString("hex")}\t${want}\t${Buffer.byteLength(want)}\t1\n`);
+    continue;
+  } else if (chance(0.1)) {
     kind = "l";
     v = [];
     for (let i = below(6); i > 0; i--) v.push(string(40));

@@ -6,7 +6,9 @@
  *     lr__ledger_add_log) with Buffer.byteLength(JSON.stringify(x)),
  *   - lr__wire_encode's verdict with SPEC §6 (refuses NaN, ±Infinity, -0),
  *   - a lossless value through the wire and back, and JSON.stringify's text
- *     through lr__json_parse and back, with the same text.
+ *     through lr__json_parse and back, with the same text;
+ *   - for a JSON text (kind "p"), lr__json_parse then lr__json_write with
+ *     JSON.stringify(JSON.parse(text)).
  * Reads the cases on stdin (or the file named); prints the first mismatches
  * and a count; exits 1 on any mismatch or a short stream. */
 #define _GNU_SOURCE /* getline */
@@ -142,6 +144,29 @@ static bool lr_same(const lr_buf *b, const char *s, size_t n) {
   return b->len == n && (n == 0 || memcmp(b->data, s, n) == 0);
 }
 
+/* Kind "p": the text (hex of its UTF-8 bytes) parsed and written again. */
+static void lr_parse_case(unsigned long n, const char *hex, const char *want) {
+  size_t hn = strlen(hex), len = hn / 2;
+  char *text = lr__xmalloc(len + 1);
+  for (size_t i = 0; i < len; i++) {
+    int hi = lr_hexval(hex[2 * i]), lo = lr_hexval(hex[2 * i + 1]);
+    text[i] = (char)(hi << 4 | lo);
+  }
+  char err[LR_ERR_MAX];
+  lr_json v;
+  if (lr__json_parse(text, len, &v, err)) {
+    lr_mismatch(n, "lr__json_parse refuses what JSON.parse reads", text, len, err, strlen(err));
+  } else {
+    lr_buf out = {0};
+    lr__json_write(&v, &out);
+    if (!lr_same(&out, want, strlen(want)))
+      lr_mismatch(n, "parse + write differs from JSON.stringify(JSON.parse(text))", want, strlen(want), out.data, out.len);
+    lr__buf_free(&out);
+    lr__json_free(&v);
+  }
+  free(text);
+}
+
 int main(int argc, char **argv) {
   FILE *in = stdin;
   if (argc > 1 && !(in = fopen(argv[1], "r"))) {
@@ -151,7 +176,7 @@ int main(int argc, char **argv) {
   char *line = NULL;
   size_t cap = 0;
   ssize_t got;
-  unsigned long n = 0, ended = 0, lossless_cases = 0, logs_cases = 0;
+  unsigned long n = 0, ended = 0, lossless_cases = 0, logs_cases = 0, parse_cases = 0;
   bool end_seen = false;
   while ((got = getline(&line, &cap, in)) > 0) {
     size_t len = (size_t)got;
@@ -168,6 +193,11 @@ int main(int argc, char **argv) {
     for (char *p = line; k < 5 && (p = strchr(p, '\t')); p++) *p = '\0', f[k++] = p + 1;
     if (k != 5) {
       lr_mismatch(n, "malformed case line", "5 fields", 8, line, strlen(line));
+      continue;
+    }
+    if (f[0][0] == 'p') {
+      parse_cases++;
+      lr_parse_case(n, f[1], f[2]);
       continue;
     }
     const char *text = f[2];
@@ -239,7 +269,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "json_diff: the stream ended after %lu cases without its \"end\" line (a generator failure?)\n", n);
     return 1;
   }
-  printf("json_diff: %lu cases (%lu lossless, %lu logs arrays), %lu mismatches\n", n, lossless_cases, logs_cases,
-         lr_mismatches);
+  printf("json_diff: %lu cases (%lu lossless values, %lu logs arrays, %lu JSON texts), %lu mismatches\n", n,
+         lossless_cases, logs_cases, parse_cases, lr_mismatches);
   return lr_mismatches ? 1 : 0;
 }
