@@ -4,7 +4,9 @@
 //   node spec/differential/gen.mjs [--cases N] [--seed S] | build/json_diff
 //
 // One case per line, fields separated by tabs (kind "p" is a JSON text for
-// lr__json_parse: its UTF-8 bytes in hex, then JSON.stringify(JSON.parse(t))):
+// lr__json_parse: its UTF-8 bytes in hex, then JSON.stringify(JSON.parse(t));
+// kind "u" is pipe bytes: chunks in hex joined by ".", then TextDecoder's
+// text of each chunk and of the end, the same way):
 //   kind   "v" a value, "l" a logs array (strings only: the ledger's add_log)
 //   tokens the value in pre-order, built without any JSON text so the C side
 //          has to print every number and escape every string itself:
@@ -276,6 +278,29 @@ function jsonText(root) {
   return out.join("") + blank();
 }
 
+// Bytes a sandbox might write to a pipe, valid UTF-8 or not, cut into the
+// chunks read(2) would return: the host turns each chunk into log text with
+// lr__utf8_stream_feed, which must agree with TextDecoder in stream mode.
+const BAD = [[0x80], [0xbf], [0xc0, 0x80], [0xc1, 0xbf], [0xc2], [0xe0, 0x80, 0x80], [0xe0, 0xa0], [0xed, 0xa0, 0x80],
+  [0xed, 0xbf, 0xbf], [0xef, 0xbf], [0xf0, 0x80, 0x80, 0x80], [0xf0, 0x90, 0x80], [0xf4, 0x90, 0x80, 0x80],
+  [0xf5, 0x80], [0xfe], [0xff], [0xf0, 0x9f, 0x98], [0xe2, 0x82]];
+function pipeChunks() {
+  const bytes = [];
+  for (let i = below(12); i >= 0; i--) {
+    if (chance(0.5)) bytes.push(...Buffer.from(string(6), "utf8"));
+    else if (chance(0.8)) bytes.push(...pick(BAD));
+    else bytes.push(below(256));
+  }
+  const chunks = [];
+  let pos = 0;
+  while (pos < bytes.length) {
+    const k = 1 + below(chance(0.5) ? 3 : 12);
+    chunks.push(Buffer.from(bytes.slice(pos, pos + k)));
+    pos += k;
+  }
+  return chunks;
+}
+
 // Pre-order tokens and the lossless flag, with an explicit stack of work
 // items: [0, value] or [1, key].
 function tokens(root) {
@@ -332,7 +357,17 @@ for (let n = 0; n < cases; n++) {
   let kind = "v";
   let v;
   if (n % 20000 === 19999) v = deep();
-  else if (chance(0.1)) { // a JSON text: lr__json_parse + write against JSON.stringify(JSON.parse(text))
+  else if (chance(0.05)) { // pipe bytes: per-chunk text against TextDecoder
+    const chunks = pipeChunks();
+    // ignoreBOM: a U+FEFF the program wrote is output like any other
+    // character (the launcher's StringDecoder keeps it too); TextDecoder's
+    // default would drop it from the start of the stream.
+    const dec = new TextDecoder("utf-8", { ignoreBOM: true });
+    const texts = chunks.map((c) => Buffer.from(dec.decode(c, { stream: true }), "utf8").toString("hex"));
+    texts.push(Buffer.from(dec.decode(), "utf8").toString("hex"));
+    emit(`u\t${chunks.map((c) => c.toString("hex")).join(".")}\t${texts.join(".")}\t0\t1\n`);
+    continue;
+  } else if (chance(0.1)) { // a JSON text: lr__json_parse + write against JSON.stringify(JSON.parse(text))
     const t = jsonText(value(1 + below(4)));
     const want = JSON.stringify(JSON.parse(t));
     emit(`p\t${Buffer.from(t, "utf8").toString("hex")}\t${want}\t${Buffer.byteLength(want)}\t1\n`);

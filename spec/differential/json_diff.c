@@ -8,7 +8,9 @@
  *   - a lossless value through the wire and back, and JSON.stringify's text
  *     through lr__json_parse and back, with the same text;
  *   - for a JSON text (kind "p"), lr__json_parse then lr__json_write with
- *     JSON.stringify(JSON.parse(text)).
+ *     JSON.stringify(JSON.parse(text));
+ *   - for pipe bytes (kind "u"), the log text lr__utf8_stream_feed makes of
+ *     each chunk with what TextDecoder's stream mode makes of it.
  * Reads the cases on stdin (or the file named); prints the first mismatches
  * and a count; exits 1 on any mismatch or a short stream. */
 #define _GNU_SOURCE /* getline */
@@ -167,6 +169,42 @@ static void lr_parse_case(unsigned long n, const char *hex, const char *want) {
   free(text);
 }
 
+/* Kind "u": chunks of pipe bytes, each decoded as the host decodes them. */
+static void lr_pipe_case(unsigned long n, char *chunks, char *want) {
+  lr_utf8_stream st = {0};
+  lr_buf got = {0}, raw = {0};
+  /* strsep, not strtok: an empty text between two dots is a field */
+  char *c = strsep(&chunks, "."), *w = strsep(&want, ".");
+  for (size_t i = 0;; i++) {
+    raw.len = 0;
+    for (size_t k = 0; c && c[k] && c[k + 1]; k += 2) {
+      char b = (char)(lr_hexval(c[k]) << 4 | lr_hexval(c[k + 1]));
+      lr__buf_append(&raw, &b, 1);
+    }
+    got.len = 0;
+    lr__utf8_stream_feed(&st, raw.data ? raw.data : "", raw.len, c == NULL, &got);
+    /* TextDecoder's text of this chunk, hex of its UTF-8 ("" is empty) */
+    lr_buf hex = {0};
+    for (size_t k = 0; k < got.len; k++) {
+      char h[3];
+      snprintf(h, sizeof h, "%02x", (unsigned char)got.data[k]);
+      lr__buf_append(&hex, h, 2);
+    }
+    const char *expect = w ? w : "";
+    if (!lr_same(&hex, expect, strlen(expect))) {
+      char what[96];
+      snprintf(what, sizeof what, "lr__utf8_stream_feed differs from TextDecoder at chunk %zu", i);
+      lr_mismatch(n, what, expect, strlen(expect), hex.data ? hex.data : "", hex.len);
+    }
+    lr__buf_free(&hex);
+    if (!c) break;
+    c = chunks ? strsep(&chunks, ".") : NULL;
+    w = want ? strsep(&want, ".") : NULL;
+  }
+  lr__buf_free(&got);
+  lr__buf_free(&raw);
+}
+
 int main(int argc, char **argv) {
   FILE *in = stdin;
   if (argc > 1 && !(in = fopen(argv[1], "r"))) {
@@ -176,7 +214,7 @@ int main(int argc, char **argv) {
   char *line = NULL;
   size_t cap = 0;
   ssize_t got;
-  unsigned long n = 0, ended = 0, lossless_cases = 0, logs_cases = 0, parse_cases = 0;
+  unsigned long n = 0, ended = 0, lossless_cases = 0, logs_cases = 0, parse_cases = 0, pipe_cases = 0;
   bool end_seen = false;
   while ((got = getline(&line, &cap, in)) > 0) {
     size_t len = (size_t)got;
@@ -193,6 +231,11 @@ int main(int argc, char **argv) {
     for (char *p = line; k < 5 && (p = strchr(p, '\t')); p++) *p = '\0', f[k++] = p + 1;
     if (k != 5) {
       lr_mismatch(n, "malformed case line", "5 fields", 8, line, strlen(line));
+      continue;
+    }
+    if (f[0][0] == 'u') {
+      pipe_cases++;
+      lr_pipe_case(n, f[1], f[2]);
       continue;
     }
     if (f[0][0] == 'p') {
@@ -269,7 +312,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "json_diff: the stream ended after %lu cases without its \"end\" line (a generator failure?)\n", n);
     return 1;
   }
-  printf("json_diff: %lu cases (%lu lossless values, %lu logs arrays, %lu JSON texts), %lu mismatches\n", n,
-         lossless_cases, logs_cases, parse_cases, lr_mismatches);
+  printf("json_diff: %lu cases (%lu lossless values, %lu logs arrays, %lu JSON texts, %lu pipe streams), "
+         "%lu mismatches\n", n, lossless_cases, logs_cases, parse_cases, pipe_cases, lr_mismatches);
   return lr_mismatches ? 1 : 0;
 }
