@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   lr_fuzz_in in = {data, size};
   uint8_t how = lr_fuzz_u8(&in);
   /* Caps near the sizes involved, or anywhere (maxOutputBytes >= 4). */
-  uint64_t cap = how & 1 ? 4 + lr_fuzz_u8(&in) : 4 + (lr_fuzz_u64(&in) >> (how >> 1 & 63));
+  uint64_t cap = how & 1 ? 4u + lr_fuzz_u8(&in) : 4u + (lr_fuzz_u64(&in) >> (how >> 1 & 63));
   if (cap < 4) cap = 4;
   size_t msg_len;
   char *msg = lr_fuzz_text(&in, 60, &msg_len);
