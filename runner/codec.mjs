@@ -41,7 +41,9 @@ const BufferByteLength = Buffer.byteLength;
 const BufferFrom = Buffer.from;
 const BufferPrototypeToString = uncurry(Buffer.prototype.toString);
 const TextDecoderPrototypeDecode = uncurry(TextDecoder.prototype.decode);
-const utf8Lenient = new TextDecoder('utf-8');
+// ignoreBOM: a leading U+FEFF in bytes the program writes is output, as the
+// same character in a string write is (the default would drop it).
+const utf8Lenient = new TextDecoder('utf-8', { ignoreBOM: true });
 const utilInspect = util.inspect;
 const {
   isProxy, isDate, isMap, isSet, isWeakMap, isWeakSet, isRegExp, isNativeError, isBoxedPrimitive,

@@ -72,6 +72,15 @@ return null;
     assert.are.equal(h.json.null, r.result.value)
   end)
 
+  it("keeps a byte order mark the program writes as bytes, as in a string", function()
+    local r = run([[
+process.stdout.write(new Uint8Array([0xEF, 0xBB, 0xBF, 0x78]));
+process.stdout.write("\uFEFFy");
+return null;
+]])
+    assert.are.same({ "\u{FEFF}x", "\u{FEFF}y" }, r.result.logs)
+  end)
+
   describe("fails with kind", function()
     it("exception, with the program's line, when it throws", function()
       local r = run('const a = 1;\nconst b = 2;\nthrow new Error("boom " + (a + b));\n')
