@@ -216,6 +216,7 @@ int lr_runtime_new(uv_loop_t *loop, const lr_config *config, lr_runtime **out, c
   struct sigaction sa;
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   rt->stripper = lr__stripper_new(loop, rt->node_path, rt->strip_path);
+  lr__stripper_start(rt->stripper);
   *out = rt;
   lr__pool_refill(rt); /* the warm pool fills now: the first run finds it ready */
   return 0;

@@ -190,6 +190,12 @@ lr_stripper *lr__stripper_new(uv_loop_t *loop, const char *node_path, const char
   return st;
 }
 
+void lr__stripper_start(lr_stripper *st) {
+  char err[LR_ERR_MAX];
+  /* A failure here is reported by the first strip, which tries again. */
+  if (!st->proc && !st->closing) st->proc = lr__strip_spawn(st, err);
+}
+
 uint64_t lr__stripper_strip(lr_stripper *st, const char *program, size_t len, lr_strip_cb cb,
                             void *ud) {
   lr_strip_req *r = lr__xcalloc(1, sizeof *r);

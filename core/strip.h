@@ -16,6 +16,10 @@ typedef void (*lr_strip_cb)(void *ud, bool ok, bool broken, const char *text, si
 
 lr_stripper *lr__stripper_new(uv_loop_t *loop, const char *node_path, const char *script);
 
+/* Starts the helper now (it warms its stripper as it starts), so that the
+ * first program does not wait for it. */
+void lr__stripper_start(lr_stripper *st);
+
 /* Queues one program; returns a request id for lr__stripper_cancel. The
  * callback is always called later, never from inside this call. */
 uint64_t lr__stripper_strip(lr_stripper *st, const char *program, size_t len,
