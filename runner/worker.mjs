@@ -133,6 +133,20 @@ function tokensJson(tokens) {
   return s + ']';
 }
 
+// Node's console for the methods the program's console borrows (dir, table,
+// trace, …), printing into a capture. Made, like the worker's own stdio
+// streams (which Node makes on first use), before any program is known:
+// they cost about a millisecond of a pooled run otherwise.
+let captured = '';
+const capture = new Writable({
+  write(chunk, encoding, cb) {
+    captured += typeof chunk === 'string' ? chunk : BufferPrototypeToString(chunk, 'utf8');
+    cb();
+  },
+});
+const nodeConsole = new ConsoleCtor({ stdout: capture, stderr: capture, colorMode: false });
+const workerStdio = [process.stdout, process.stderr];
+
 // Warm-up, while the sandbox waits in the pool: the codec's and the
 // compiler's paths run once, so the first real run starts hot.
 (function warmUp() {
@@ -238,14 +252,6 @@ function runProgram(boot) {
   // The other console methods a program may reach for (dir, table, trace,
   // assert, count, time…) are Node's own, printing into a capture: what one
   // call prints is one entry (its final newline dropped).
-  let captured = '';
-  const capture = new Writable({
-    write(chunk, encoding, cb) {
-      captured += typeof chunk === 'string' ? chunk : BufferPrototypeToString(chunk, 'utf8');
-      cb();
-    },
-  });
-  const nodeConsole = new ConsoleCtor({ stdout: capture, stderr: capture, colorMode: false });
   for (const method of ['dir', 'dirxml', 'table', 'trace', 'assert', 'count', 'countReset', 'time', 'timeEnd', 'timeLog']) {
     const impl = nodeConsole[method];
     programConsole[method] = {
@@ -296,7 +302,7 @@ function runProgram(boot) {
       return true;
     };
   }
-  for (const stream of [process.stdout, process.stderr]) {
+  for (const stream of workerStdio) {
     ReflectDefineProperty(stream, 'write', {
       __proto__: null, value: makeWrite(), writable: true, enumerable: false, configurable: true,
     });
