@@ -62,6 +62,18 @@ typedef struct lr__jframe {
   bool obj; /* the writer needs to know which bracket closes the frame */
 } lr__jframe;
 
+/* Doubles the capacity of a vector whose first elements live in a buffer
+ * of the caller's (local, local_cap of them): shallow values, most of
+ * them, need no allocation. Returns the vector's new storage. */
+static void *lr__grow(void *data, size_t *cap, void *local, size_t local_cap, size_t elem) {
+  size_t n = *cap;
+  *cap = n * 2;
+  if (data != local) return lr__xrealloc(data, *cap * elem);
+  void *heap = lr__xmalloc(*cap * elem);
+  memcpy(heap, local, local_cap * elem);
+  return heap;
+}
+
 typedef struct lr__jstack {
   lr__jframe *f;
   size_t n, cap;
@@ -73,15 +85,8 @@ static void lr__jstack_push(lr__jstack *s, lr_json *items, size_t n) {
     s->f = s->local;
     s->cap = sizeof s->local / sizeof s->local[0];
   }
-  if (s->n == s->cap) {
-    s->cap *= 2;
-    if (s->f == s->local) {
-      s->f = lr__xmalloc(s->cap * sizeof *s->f);
-      memcpy(s->f, s->local, sizeof s->local);
-    } else {
-      s->f = lr__xrealloc(s->f, s->cap * sizeof *s->f);
-    }
-  }
+  if (s->n == s->cap)
+    s->f = lr__grow(s->f, &s->cap, s->local, sizeof s->local / sizeof s->local[0], sizeof *s->f);
   s->f[s->n++] = (lr__jframe){items, n, 0, false};
 }
 
@@ -790,15 +795,8 @@ static void lr__items_push(lr__items *it, lr_json v) {
     it->v = it->local;
     it->cap = sizeof it->local / sizeof it->local[0];
   }
-  if (it->n == it->cap) {
-    it->cap *= 2;
-    if (it->v == it->local) {
-      it->v = lr__xmalloc(it->cap * sizeof *it->v);
-      memcpy(it->v, it->local, sizeof it->local);
-    } else {
-      it->v = lr__xrealloc(it->v, it->cap * sizeof *it->v);
-    }
-  }
+  if (it->n == it->cap)
+    it->v = lr__grow(it->v, &it->cap, it->local, sizeof it->local / sizeof it->local[0], sizeof *it->v);
   it->v[it->n++] = v;
 }
 
@@ -913,15 +911,7 @@ int lr__json_parse(const char *text, size_t len, lr_json *out, char err[LR_ERR_M
         p.pos++;
         v = (lr_json){.type = c == '[' ? LR_JARRAY : LR_JOBJECT};
       } else {
-        if (depth == cap) {
-          cap *= 2;
-          if (st == local) {
-            st = lr__xmalloc(cap * sizeof *st);
-            memcpy(st, local, sizeof local);
-          } else {
-            st = lr__xrealloc(st, cap * sizeof *st);
-          }
-        }
+        if (depth == cap) st = lr__grow(st, &cap, local, sizeof local / sizeof local[0], sizeof *st);
         st[depth++] = (lr__pframe){.start = it.n, .object = c == '{'};
         if (c == '{' && lr__parse_key(&p, &it)) goto fail;
         continue;
