@@ -14,6 +14,25 @@ return function(lunarun)
   local wait = lunarun.wait
   lunarun.close_handle = close
 
+  -- Line framing of a stream (MCP's stdio transport, both ways): data is
+  -- one read; buffer (a list) keeps what does not end a line yet; on_line
+  -- gets each complete line without its "\n" or "\r\n".
+  function lunarun._lines(buffer, data, on_line)
+    buffer[#buffer + 1] = data
+    if not data:find("\n", 1, true) then return end
+    local text = table.concat(buffer)
+    for i = #buffer, 1, -1 do buffer[i] = nil end
+    local start = 1
+    while true do
+      local nl = text:find("\n", start, true)
+      if not nl then break end
+      local line = text:sub(start, nl - 1)
+      start = nl + 1
+      on_line((line:gsub("\r$", "")))
+    end
+    if start <= #text then buffer[1] = text:sub(start) end
+  end
+
   -- Waits ms milliseconds.
   function lunarun.sleep(ms)
     assert(type(ms) == "number" and ms >= 0, "sleep: ms must be a non-negative number")

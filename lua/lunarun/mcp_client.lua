@@ -229,22 +229,12 @@ function Process:on_message(msg)
 end
 
 function Process:on_data(data)
-  self.buffer[#self.buffer + 1] = data
-  if not data:find("\n", 1, true) then return end
-  local text = table.concat(self.buffer)
-  self.buffer = {}
-  local start = 1
-  while true do
-    local nl = text:find("\n", start, true)
-    if not nl then break end
-    local line = text:sub(start, nl - 1)
-    start = nl + 1
+  lunarun._lines(self.buffer, data, function(line)
     if not line:match("^%s*$") then
       local msg = decode(line)
       if msg ~= nil then self:on_message(msg) end
     end
-  end
-  if start <= #text then self.buffer[1] = text:sub(start) end
+  end)
 end
 
 function Process:exited(code, signal)

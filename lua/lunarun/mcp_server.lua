@@ -560,19 +560,7 @@ end
 -- ---- the streams, and the end ------------------------------------------------------
 
 function Server:on_input(data)
-  self.buffer[#self.buffer + 1] = data
-  if not data:find("\n", 1, true) then return end
-  local text = table.concat(self.buffer)
-  self.buffer = {}
-  local start = 1
-  while true do
-    local nl = text:find("\n", start, true)
-    if not nl then break end
-    local line = text:sub(start, nl - 1):gsub("\r$", "")
-    self:handle_line(line)
-    start = nl + 1
-  end
-  if start <= #text then self.buffer[1] = text:sub(start) end
+  lunarun._lines(self.buffer, data, function(line) self:handle_line(line) end)
 end
 
 -- A pipe or a socket is read on the loop; libuv cannot poll a file (epoll
