@@ -85,6 +85,21 @@ typedef struct lr_cli {
   int exit_code;
 } lr_cli;
 
+/* The runtime of `run` and `mcp`, with the bindings files loaded; on a
+ * failure nothing of it is left. */
+static int lr__cli_runtime(lr_cli *cli, const lr_config *cfg, char *err) {
+  if (lr_runtime_new(&cli->loop, cfg, &cli->rt, err) != 0) return -1;
+  for (size_t i = 0; i < cli->nbindings; i++) {
+    if (lr_runtime_load_bindings(cli->rt, cli->bindings[i], err) != 0) {
+      lr_runtime_dispose(cli->rt, NULL, NULL);
+      uv_run(&cli->loop, UV_RUN_DEFAULT);
+      cli->rt = NULL;
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int lr__misuse(const char *fmt, const char *arg) {
   fputs("lunarun: ", stderr);
   fprintf(stderr, fmt, arg);
@@ -308,14 +323,7 @@ int main(int argc, char **argv) {
       snprintf(err, sizeof err, "mcp: cannot set standard output aside: %s", strerror(errno));
       goto misuse;
     }
-    if (lr_runtime_new(&cli.loop, &cfg, &cli.rt, err) != 0) goto misuse;
-    for (size_t i = 0; i < cli.nbindings; i++) {
-      if (lr_runtime_load_bindings(cli.rt, cli.bindings[i], err) != 0) {
-        lr_runtime_dispose(cli.rt, NULL, NULL);
-        uv_run(&cli.loop, UV_RUN_DEFAULT);
-        goto misuse;
-      }
-    }
+    if (lr__cli_runtime(&cli, &cfg, err) != 0) goto misuse;
     /* Until standard input ends or a signal: the server owns the runtime. */
     rc = lr_mcp_serve(cli.rt, cli.bindings, cli.nbindings, STDIN_FILENO, protocol_fd, err);
     close(protocol_fd);
@@ -332,14 +340,7 @@ int main(int argc, char **argv) {
   }
   if (f != stdin) fclose(f);
 
-  if (lr_runtime_new(&cli.loop, &cfg, &cli.rt, err) != 0) goto misuse;
-  for (size_t i = 0; i < cli.nbindings; i++) {
-    if (lr_runtime_load_bindings(cli.rt, cli.bindings[i], err) != 0) {
-      lr_runtime_dispose(cli.rt, NULL, NULL);
-      uv_run(&cli.loop, UV_RUN_DEFAULT);
-      goto misuse;
-    }
-  }
+  if (lr__cli_runtime(&cli, &cfg, err) != 0) goto misuse;
 
   uv_signal_init(&cli.loop, &cli.sigint);
   uv_signal_init(&cli.loop, &cli.sigterm);

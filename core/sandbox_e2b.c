@@ -62,8 +62,6 @@ struct lr_e2b {
   char h_token[LR_ERR_MAX], h_id[256];
   unsigned prep_pending;  /* uploads in flight */
   char *prep_error;       /* the first failure of the preparation */
-  lr_buf check_out;       /* what `node --version` printed */
-  int64_t check_exit;
   lr_e2b_sb *waiting;     /* runs waiting for the remote */
   size_t active;          /* runs started on it, not yet gone */
   uint64_t used_at;       /* when a run last used it (its lifetime counts from then) */
@@ -1063,7 +1061,6 @@ static void lr__e2b_on_http_closed(void *ud) {
   free(e->template_id);
   free(e->user);
   free(e->prep_error);
-  lr__buf_free(&e->check_out);
   free(e);
   if (cb) cb(cud);
 }
