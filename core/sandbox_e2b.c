@@ -25,6 +25,7 @@
 #include "frame.h"
 #include "http.h"
 #include "json.h"
+#include "node_version.h"
 
 #define LR_E2B_ENVD_PORT "49983"
 #define LR_E2B_MAX_ENVELOPE ((size_t)16 << 20)
@@ -33,10 +34,6 @@
 #define LR_E2B_UNARY_TIMEOUT_MS 30000
 #define LR_E2B_KILL_TIMEOUT_MS 10000
 #define LR_E2B_GIVE_UP_MS 10000 /* after KILL, how long the end event is awaited */
-/* The runner's minimum (the host strips types, so the remote needs no
- * stripper): the permission model without its experimental flag. */
-#define LR_E2B_NODE_MAJOR 22
-#define LR_E2B_NODE_MINOR 13
 /* The files the launcher role needs (strip.mjs stays on the host). */
 static const char *const lr__e2b_runner_files[] = {"launcher.mjs", "controller.mjs", "worker.mjs", "codec.mjs",
                                                    "channel.mjs", NULL};
@@ -424,17 +421,18 @@ static void lr__on_node_checked(void *ud, const lr_http_response *res, const lr_
     char version[64] = "";
     snprintf(version, sizeof version, "%.*s", (int)strcspn(c->out.data ? c->out.data : "", "\r\n"),
              c->out.data ? c->out.data : "");
-    unsigned major = 0, minor = 0;
-    bool parsed = sscanf(version, "v%u.%u", &major, &minor) == 2;
-    if (c->exit_code != 0 || !parsed)
+    /* The host's own rule (node_version.c); the host strips types, so the
+     * remote needs the runner's features only, which come with the same
+     * versions. */
+    if (c->exit_code != 0 || version[0] != 'v')
       lr__prep_fail(e, lr__strf("e2b: check the sandbox's Node: `node --version` in template \"%s\" %s%s%s "
-                                "(lunarun needs Node >= %d.%d on the sandbox's PATH; README, \"E2B\")",
+                                "(lunarun needs Node >= " LR_NODE_MIN_TEXT " on the sandbox's PATH; README, \"E2B\")",
                                 e->template_id, c->exit_code == 127 ? "found no node" : "failed",
-                                version[0] ? ", printing " : "", version, LR_E2B_NODE_MAJOR, LR_E2B_NODE_MINOR));
-    else if (major < LR_E2B_NODE_MAJOR || (major == LR_E2B_NODE_MAJOR && minor < LR_E2B_NODE_MINOR))
-      lr__prep_fail(e, lr__strf("e2b: the sandbox's Node is %s, lunarun's runner needs Node >= %d.%d "
-                                "(template \"%s\"; README, \"E2B\", says which templates carry one)",
-                                version, LR_E2B_NODE_MAJOR, LR_E2B_NODE_MINOR, e->template_id));
+                                version[0] ? ", printing " : "", version));
+    else if (!lr__node_version_ok(version))
+      lr__prep_fail(e, lr__strf("e2b: the sandbox's Node is %s, lunarun's runner needs Node >= " LR_NODE_MIN_TEXT
+                                " (template \"%s\"; README, \"E2B\", says which templates carry one)",
+                                version, e->template_id));
   }
   lr__cmd_free(c);
   lr__prep_done(e);
