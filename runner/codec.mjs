@@ -15,6 +15,8 @@ const ReflectGetOwnPropertyDescriptor = Reflect.getOwnPropertyDescriptor;
 const ReflectGetPrototypeOf = Reflect.getPrototypeOf;
 const ObjectCreate = Object.create;
 const ObjectHasOwn = Object.hasOwn;
+const ObjectKeys = Object.keys;
+const MathCeil = Math.ceil;
 const ArrayIsArray = Array.isArray;
 const NumberIsSafeInteger = Number.isSafeInteger;
 const ObjectPrototype = Object.prototype;
@@ -27,6 +29,7 @@ const StringCtor = String;
 const PromiseCtor = Promise;
 const MapCtor = Map;
 const JSONStringify = JSON.stringify;
+const JSONParse = JSON.parse;
 const AsyncFunctionCtor = (async function () {}).constructor;
 const uncurry = Function.prototype.bind.bind(Function.prototype.call);
 const StringPrototypeCharCodeAt = uncurry(String.prototype.charCodeAt);
@@ -495,54 +498,15 @@ function encodeGeneral(root, costLimit, wireLimit, rootName) {
   }
 }
 
-// Wire validation (SPEC §6), iterative, for the controller: token arrays
-// from the host, parsed by JSON.parse in a realm no program runs in. Refuses a
-// marker with missing or extra keys or a wrong kind, a length beyond the
-// tokens left, keys that are not strings or repeat, a bare array token,
-// -0 / non-finite numbers, trailing tokens, and anything that is not exactly
-// one complete root.
-function validTokens(tokens) {
-  if (!Array.isArray(tokens) || tokens.length === 0) return false;
-  const n = tokens.length;
-  let need = 1; // values still expected
-  for (let pos = 0; pos < n; pos++) {
-    if (need === 0) return false; // trailing tokens
-    need--;
-    const t = tokens[pos];
-    const type = typeof t;
-    if (type === 'string' || type === 'boolean' || t === null) continue;
-    if (type === 'number') {
-      if (!Number.isFinite(t) || Object.is(t, -0)) return false;
-      continue;
-    }
-    if (type !== 'object' || Array.isArray(t)) return false;
-    const ks = Object.keys(t);
-    if (ks.length !== 2 || ks[0] !== 'kind') return false;
-    if (t.kind === 'array' && ks[1] === 'length') {
-      const len = t.length;
-      if (!Number.isSafeInteger(len) || len < 0 || len > n - pos - 1) return false;
-      need += len;
-    } else if (t.kind === 'object' && ks[1] === 'keys') {
-      const keys = t.keys;
-      if (!Array.isArray(keys) || keys.length > n - pos - 1) return false;
-      if (keys.length > 1) {
-        const seen = new Set();
-        for (const k of keys) {
-          if (typeof k !== 'string' || seen.has(k)) return false;
-          seen.add(k);
-        }
-      } else if (keys.length === 1 && typeof keys[0] !== 'string') return false;
-      need += keys.length;
-    } else return false;
-  }
-  return need === 0;
-}
 
-// Wire decoding, iterative, for the worker. Its input was validated by the
-// controller (validTokens) and structured-cloned here, so it only re-checks
-// shapes cheaply, reading own data properties only. Builds ordinary objects
-// and arrays of this realm by definition (an own "__proto__" key stays a
-// key). Returns {ok: true, value} or {ok: false}.
+// Wire decoding, iterative, for the worker: the value tokens of a reply, as
+// JSON.parse made them in the program's realm (so only own data properties
+// are read). Refuses what SPEC §6 refuses: a marker with missing or extra
+// keys or a wrong kind, a length beyond the tokens left, keys that are not
+// strings or repeat, a bare array token, -0 / non-finite numbers, trailing
+// tokens, and anything that is not exactly one complete root. Builds
+// ordinary objects and arrays of this realm by definition (an own
+// "__proto__" key stays a key). Returns {ok: true, value} or {ok: false}.
 const DECODE_FAIL = { ok: false };
 
 function wireDecode(tokens) {
@@ -567,14 +531,16 @@ function wireDecode(tokens) {
       if (t - t !== 0 || (t === 0 && 1 / t < 0)) return DECODE_FAIL;
       v = t;
     } else if (t === null) v = null;
-    else if (type === 'object' && !ArrayIsArray(t) && ObjectHasOwn(t, 'kind')) {
+    else if (type === 'object' && !ArrayIsArray(t)) {
+      const ks = ObjectKeys(t);
+      if (ks.length !== 2 || ks[0] !== 'kind') return DECODE_FAIL;
       const kind = t.kind;
-      if (kind === 'array' && ObjectHasOwn(t, 'length')) {
+      if (kind === 'array' && ks[1] === 'length') {
         const len = t.length;
         if (!NumberIsSafeInteger(len) || len < 0 || len > n - pos) return DECODE_FAIL;
         v = [];
         if (len > 0) frame = { c: v, keys: null, i: 0, n: len };
-      } else if (kind === 'object' && ObjectHasOwn(t, 'keys')) {
+      } else if (kind === 'object' && ks[1] === 'keys') {
         const keys = t.keys;
         if (!ArrayIsArray(keys)) return DECODE_FAIL;
         const kl = keys.length;
@@ -615,10 +581,13 @@ const TypedArrayPrototypeGetLength = uncurry(
   ReflectGetOwnPropertyDescriptor(ReflectGetPrototypeOf(Uint8Array.prototype), 'length').get);
 
 // Reads lines out of chunks, with captured intrinsics only (it runs in the
-// program's worker too).
+// program's worker too). With copyRest, the tail of a chunk that waits for
+// the rest of its line is copied: the caller reuses its chunk buffer (a
+// line handed to onLine is only valid during the call).
 class LineReader {
-  constructor(maxLine, onLine, onTooLong) {
+  constructor(maxLine, onLine, onTooLong, copyRest = false) {
     this.maxLine = maxLine;
+    this.copyRest = copyRest;
     this.onLine = onLine; // returns false to stop reading
     this.onTooLong = onTooLong;
     this.chunks = ObjectCreate(null);
@@ -636,7 +605,8 @@ class LineReader {
         const rest = n - start;
         if (rest > 0) {
           if (this.len + rest > this.maxLine) return this.tooLong();
-          this.chunks[this.nchunks++] = start === 0 ? buf : Uint8ArrayPrototypeSubarray(buf, start);
+          const tail = start === 0 ? buf : Uint8ArrayPrototypeSubarray(buf, start);
+          this.chunks[this.nchunks++] = this.copyRest ? BufferFrom(tail) : tail;
           this.len += rest;
         }
         return;
@@ -676,7 +646,7 @@ function isPositiveSafeInteger(x) {
 }
 
 function base64Length(n) {
-  return Math.ceil(n / 3) * 4;
+  return MathCeil(n / 3) * 4;
 }
 
 
@@ -685,10 +655,10 @@ export {
   ObjectCreate, ObjectHasOwn, ArrayIsArray, NumberIsSafeInteger, ObjectPrototype, ArrayPrototype, ErrorPrototype,
   ErrorCtor, TypeErrorCtor, ErrorCaptureStackTrace, StringCtor, PromiseCtor, MapCtor, JSONStringify,
   AsyncFunctionCtor, uncurry, StringPrototypeCharCodeAt, StringPrototypeSlice, StringPrototypeIndexOf,
-  RegExpPrototypeExec, MapPrototypeGet, MapPrototypeSet, MapPrototypeDelete, PromisePrototypeThen,
+  RegExpPrototypeExec, JSONParse, MapPrototypeGet, MapPrototypeSet, MapPrototypeDelete, PromisePrototypeThen,
   BufferByteLength, BufferFrom, BufferPrototypeToString, TextDecoderPrototypeDecode, utf8Lenient, utilInspect,
   isProxy, isNativeError, isArrayBufferView, processNextTick, ConsoleCtor,
   defineData, protoClean, objectProtoPlain, pinMethods, pinApply, push,
-  stringCost, numberCost, cutUtf8, wireEncode, validTokens, wireDecode,
+  stringCost, numberCost, cutUtf8, wireEncode, wireDecode,
   LineReader, isPositiveSafeInteger, base64Length, TypedArrayPrototypeGetLength,
 };

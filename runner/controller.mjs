@@ -3,13 +3,12 @@
 // keeps the compute budget, and reports a worker that ends without settling.
 // The worker talks to the host directly (fd 3 in, fd 4 out); this thread
 // writes fd 4 only for the logs the worker could not send itself and for a
-// terminal frame once the worker is gone.
+// terminal frame once the worker is gone, and exits when the worker sees the
+// host close fd 3.
 
 import { writeSync } from 'node:fs';
 import { MessageChannel, Worker, receiveMessageOnPort } from 'node:worker_threads';
-import { Socket } from 'node:net';
-import { Channel, IN_FD, createShared } from './channel.mjs';
-import { LineReader, base64Length, validTokens, DEFAULT_MAX_FRAME_BYTES } from './codec.mjs';
+import { Channel, createShared } from './channel.mjs';
 
 const heapMb = Number(process.argv[2]) || 512;
 const sab = createShared();
@@ -74,6 +73,8 @@ function onMessage(m) {
     pollTimer = setInterval(poll, 10);
   } else if (m[0] === 'exit') {
     exitNote = { code: m[1], requested: m[2] };
+  } else if (m[0] === 'eof') {
+    process.exit(0);
   }
 }
 port.on('message', onMessage);
@@ -124,74 +125,3 @@ worker.on('exit', (code) => {
   }
   channel.send(stats() + frame({ type: 'done', error }), true);
 });
-
-// The host's side of the channel (fd 3): the token, the boot frame, then
-// replies, one frame per line. Read here, in a realm the program cannot
-// reach (node's stream internals in the worker's realm could be hijacked by
-// a program that rewrites Function.prototype.call), decoded and checked
-// (SPEC §7 refusals), and handed to the worker in one message per read.
-const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
-const BASE64_RE = /^[A-Za-z0-9+/]*={0,2}$/;
-const TOKEN_RE = /^[0-9A-Za-z]{16,64}$/;
-let lineNo = 0;
-let maxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
-let batch = [];
-let broken = false;
-const input = new Socket({ fd: IN_FD, readable: true, writable: false });
-const reader = new LineReader(base64Length(maxFrameBytes) + 64, onLine, () => fail('a line over maxFrameBytes'));
-
-function fail(why) {
-  broken = true;
-  batch.push(['broken', `the host sent a broken frame (${why})`]);
-  return false;
-}
-
-function onLine(line) {
-  lineNo++;
-  if (lineNo === 1) {
-    const token = line.toString('latin1');
-    if (!TOKEN_RE.test(token)) return fail('no channel token');
-    channel.setToken(token);
-    return true;
-  }
-  if (line.length === 0) return fail('an empty line');
-  const s = line.toString('latin1');
-  if (s.length % 4 !== 0 || !BASE64_RE.test(s)) return fail('malformed base64');
-  const bytes = Buffer.from(s, 'base64');
-  if (bytes.length > maxFrameBytes) return fail('over maxFrameBytes');
-  let msg;
-  try {
-    msg = JSON.parse(fatalUtf8.decode(bytes));
-  } catch {
-    return fail('invalid UTF-8 or JSON');
-  }
-  if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return fail('a message that is not an object');
-  if (lineNo === 2) {
-    if (msg.type !== 'boot') return fail('the first message is not boot');
-    if (Number.isSafeInteger(msg.maxFrameBytes) && msg.maxFrameBytes > 0) maxFrameBytes = msg.maxFrameBytes;
-    reader.maxLine = base64Length(maxFrameBytes);
-    batch.push(['boot', msg]);
-  } else if (msg.type === 'reply') {
-    // Value tokens that fail the SPEC §6 checks reach the program as a
-    // rejection (the worker's decoder only re-checks shapes).
-    if (msg.ok === true && !validTokens(msg.value)) batch.push(['reply', msg.id, false, 'binding resolution must be lossless JSON']);
-    else batch.push(['reply', msg.id, msg.ok, msg.ok ? msg.value : msg.message]);
-  }
-  return true;
-}
-
-input.on('data', (buf) => {
-  if (broken) return;
-  reader.push(buf);
-  if (batch.length > 0) {
-    port.postMessage(batch);
-    batch = [];
-  }
-});
-input.on('error', () => {});
-// The host closed the channel: it is gone or done with this sandbox. Exit
-// rather than wait for a boot frame that will never come (a sandbox whose
-// outer process died before it could pass on the parent-death signal must
-// not outlive its host).
-input.on('end', () => process.exit(0));
-input.unref();

@@ -1,7 +1,8 @@
 // lunarun's worker (docs/PROTOCOL.md): the thread that runs the program.
-// It starts before its program is known and warms up; the controller hands
-// it the boot frame and the replies it reads on fd 3; calls, logs and the
-// terminal frame leave for the host directly on fd 4 (channel.mjs).
+// It starts before its program is known and warms up; it reads the host's
+// frames on fd 3 itself (the token, the boot frame, the replies) and sends
+// its calls, logs and terminal frame on fd 4 (channel.mjs), with no hop
+// through the controller either way.
 //
 // Every intrinsic it uses is captured when the modules are evaluated,
 // before any program code exists, and nothing is looked up afterwards on a
@@ -10,6 +11,7 @@
 // cannot corrupt transport or accounting.
 
 import { Writable } from 'node:stream';
+import { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { performance as ownPerformance } from 'node:perf_hooks';
 import vm from 'node:vm';
@@ -17,18 +19,19 @@ import { MessagePort, workerData } from 'node:worker_threads';
 import {
   ReflectApply, ReflectDefineProperty, ReflectGetPrototypeOf, ObjectCreate, ObjectHasOwn, ArrayIsArray,
   ErrorPrototype, ErrorCtor, TypeErrorCtor, ErrorCaptureStackTrace, StringCtor, PromiseCtor, MapCtor, JSONStringify,
-  AsyncFunctionCtor, uncurry, StringPrototypeCharCodeAt, StringPrototypeSlice, StringPrototypeIndexOf,
-  MapPrototypeGet, MapPrototypeSet, MapPrototypeDelete, PromisePrototypeThen, BufferFrom,
+  JSONParse, AsyncFunctionCtor, uncurry, StringPrototypeCharCodeAt, StringPrototypeSlice, StringPrototypeIndexOf,
+  RegExpPrototypeExec, MapPrototypeGet, MapPrototypeSet, MapPrototypeDelete, PromisePrototypeThen, BufferFrom,
   BufferPrototypeToString, TextDecoderPrototypeDecode, utf8Lenient, utilInspect, isProxy, isNativeError,
   isArrayBufferView, processNextTick, ConsoleCtor, defineData, pinMethods, pinApply, stringCost, numberCost, cutUtf8,
-  wireEncode, wireDecode, isPositiveSafeInteger, DEFAULT_MAX_FRAME_BYTES,
+  wireEncode, wireDecode, isPositiveSafeInteger, NumberIsSafeInteger, TypedArrayPrototypeGetLength, LineReader,
+  base64Length, DEFAULT_MAX_FRAME_BYTES,
 } from './codec.mjs';
-import { Channel, FLUSH_AT } from './channel.mjs';
+import { Channel, FLUSH_AT, IN_FD } from './channel.mjs';
 
 const MessagePortPrototypePostMessage = uncurry(MessagePort.prototype.postMessage);
-const MessagePortPrototypeRef = uncurry(MessagePort.prototype.ref);
-const MessagePortPrototypeUnref = uncurry(MessagePort.prototype.unref);
-const JSONParse = JSON.parse;
+const SocketPrototypeRef = uncurry(Socket.prototype.ref);
+const SocketPrototypeUnref = uncurry(Socket.prototype.unref);
+const Uint8ArrayPrototypeSubarray = uncurry(Uint8Array.prototype.subarray);
 const MathRound = Math.round;
 const setImmediateOwn = setImmediate;
 // Captured before any program runs (a program may rewrite `performance`).
@@ -40,6 +43,7 @@ const channel = new Channel(workerData.sab);
 const control = workerData.port;
 delete workerData.sab;
 delete workerData.port;
+pinMethods(control);
 
 let finished = false;
 let startupActive = 0;
@@ -47,20 +51,77 @@ let pendingCount = 0;
 const pending = new MapCtor();
 let onReply = null; // set by runProgram
 
-// The controller reads fd 3 (the token, the boot frame, the replies) in its
-// own realm, which the program cannot reach, and hands them over on the
-// private port: [['boot', msg]] or [['reply', id, ok, value or message], …].
-function onControl(batch) {
-  if (finished || !ArrayIsArray(batch)) return;
-  for (let i = 0; i < batch.length; i++) {
-    const m = batch[i];
-    if (m[0] === 'boot') startRun(m[1]);
-    else if (m[0] === 'reply' && onReply !== null) onReply(m[1], m[2], m[3]);
-    else if (m[0] === 'broken') hostFailure(m[1]);
-  }
+// --- the host's frames (fd 3) ------------------------------------------------
+
+// Read with a net.Socket in `onread` mode: each read lands in one reused
+// buffer and goes straight to onRead, without node's Readable machinery
+// (whose internals call methods a program can rewrite). The lines are
+// decoded and checked here (SPEC §7 refusals) with captured intrinsics.
+const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
+const BASE64_RE = /^[A-Za-z0-9+/]*={0,2}$/;
+const TOKEN_RE = /^[0-9A-Za-z]{16,64}$/;
+let lineNo = 0;
+let maxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
+const reader = new LineReader(base64Length(maxFrameBytes) + 64, onLine, () => fail('a line over maxFrameBytes'), true);
+const input = new Socket({
+  fd: IN_FD,
+  readable: true,
+  writable: false,
+  allowHalfOpen: true,
+  onread: { buffer: BufferFrom(new ArrayBuffer(65536)), callback: pinApply(onRead) },
+});
+
+function onRead(n, buf) {
+  reader.push(Uint8ArrayPrototypeSubarray(buf, 0, n));
 }
-control.on('message', pinApply(onControl));
-pinMethods(control);
+
+// The host closed the channel: it is gone or done with this sandbox. The
+// controller exits rather than wait for a boot frame that will never come
+// (a sandbox whose outer process died before it could pass on the
+// parent-death signal must not outlive its host).
+const onInputEnd = pinApply(() => MessagePortPrototypePostMessage(control, ['eof']));
+input.on('end', onInputEnd);
+input.on('error', onInputEnd);
+
+function fail(why) {
+  hostFailure(`the host sent a broken frame (${why})`);
+  return false;
+}
+
+function onLine(line) {
+  lineNo++;
+  if (lineNo === 1) {
+    const token = BufferPrototypeToString(line, 'latin1');
+    if (RegExpPrototypeExec(TOKEN_RE, token) === null) return fail('no channel token');
+    channel.setToken(token);
+    return true;
+  }
+  if (finished) return false;
+  if (TypedArrayPrototypeGetLength(line) === 0) return fail('an empty line');
+  const s = BufferPrototypeToString(line, 'latin1');
+  if (s.length % 4 !== 0 || RegExpPrototypeExec(BASE64_RE, s) === null) return fail('malformed base64');
+  const bytes = BufferFrom(s, 'base64');
+  if (TypedArrayPrototypeGetLength(bytes) > maxFrameBytes) return fail('over maxFrameBytes');
+  let msg;
+  try {
+    msg = JSONParse(TextDecoderPrototypeDecode(fatalUtf8, bytes));
+  } catch {
+    return fail('invalid UTF-8 or JSON');
+  }
+  if (msg === null || typeof msg !== 'object' || ArrayIsArray(msg)) return fail('a message that is not an object');
+  const type = own(msg, 'type');
+  if (lineNo === 2) {
+    if (type !== 'boot') return fail('the first message is not boot');
+    const mfb = own(msg, 'maxFrameBytes');
+    if (NumberIsSafeInteger(mfb) && mfb > 0) maxFrameBytes = mfb;
+    reader.maxLine = base64Length(maxFrameBytes);
+    startRun(msg);
+  } else if (type === 'reply' && onReply !== null) {
+    const ok = own(msg, 'ok');
+    onReply(own(msg, 'id'), ok, ok === true ? own(msg, 'value') : own(msg, 'message'));
+  }
+  return !finished;
+}
 
 function own(obj, key) {
   return ObjectHasOwn(obj, key) ? obj[key] : undefined;
@@ -341,7 +402,7 @@ function runProgram(boot) {
     const id = ++nextId;
     return ownPromise(new PromiseCtor((resolve, reject) => {
       MapPrototypeSet(pending, id, { resolve, reject, err, errInfo, member });
-      if (pendingCount++ === 0) MessagePortPrototypeRef(control);
+      if (pendingCount++ === 0) SocketPrototypeRef(input);
       // One frame per turn: a batch never grows past maxFrameBytes.
       const call = '[' + id + ',' + JSONStringify(global) + ',' + JSONStringify(member) + ',' + (enc.json !== undefined ? enc.json : tokensJson(enc.tokens)) + ']';
       const bytes = envelope + enc.wire;
@@ -365,7 +426,7 @@ function runProgram(boot) {
     const entry = MapPrototypeGet(pending, id);
     if (entry === undefined) return; // unknown or already answered
     MapPrototypeDelete(pending, id);
-    if (--pendingCount === 0) MessagePortPrototypeUnref(control);
+    if (--pendingCount === 0) SocketPrototypeUnref(input);
     if (finished) return;
     if (ok === true) {
       const dec = wireDecode(payload);
@@ -376,7 +437,7 @@ function runProgram(boot) {
       entry.reject(fillError(entry.err, entry.errInfo, entry.member, message));
     }
   };
-  if (pendingCount === 0) MessagePortPrototypeUnref(control); // referenced only while calls are pending
+  if (pendingCount === 0) SocketPrototypeUnref(input); // referenced only while calls are pending
 
   function makeErrorClass(name) {
     const holder = { [name]: class extends ErrorCtor {} };
