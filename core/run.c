@@ -59,7 +59,37 @@ static void lr__run_send(lr_run *run, const char *json, size_t len) {
   lr__sandbox_write(run->sb, data, n);
 }
 
-void lr__run_send_reply(lr_run *run, const lr_buf *json) { lr__run_send(run, json->data, json->len); }
+/* The replies of one loop turn leave as one `replies` frame, queued just
+ * before the sandbox's writes of the turn (on_flush); a lone reply leaves as
+ * a `reply` frame. A batch that would pass maxFrameBytes leaves first. */
+#define LR_REPLIES_HEAD "{\"type\":\"replies\",\"replies\":["
+
+static void lr__run_flush_replies(lr_run *run) {
+  if (!run->nreplies) return;
+  const size_t head = sizeof LR_REPLIES_HEAD - 1;
+  if (run->nreplies == 1) {
+    lr__run_send(run, run->replies.data + head, run->replies.len - head);
+  } else {
+    lr__buf_append_str(&run->replies, "]}");
+    lr__run_send(run, run->replies.data, run->replies.len);
+  }
+  run->replies.len = 0;
+  run->nreplies = 0;
+}
+
+void lr__run_send_reply(lr_run *run, const lr_buf *json) {
+  if (run->state != LR_RUN_RUNNING) return;
+  const size_t head = sizeof LR_REPLIES_HEAD - 1;
+  if (run->nreplies && run->replies.len + 1 + json->len + 2 > run->cfg.max_frame_bytes) lr__run_flush_replies(run);
+  if (run->nreplies == 0) {
+    lr__buf_append(&run->replies, LR_REPLIES_HEAD, head);
+    lr__sandbox_kick(run->sb);
+  } else {
+    lr__buf_append_char(&run->replies, ',');
+  }
+  lr__buf_append(&run->replies, json->data, json->len);
+  run->nreplies++;
+}
 
 static void lr__reply_error(lr_run *run, uint64_t id, const char *message) {
   lr_buf json = {0};
@@ -70,7 +100,7 @@ static void lr__reply_error(lr_run *run, uint64_t id, const char *message) {
   lr__buf_append_str(&json, ",\"ok\":false,\"message\":");
   lr__json_write_string(message, strlen(message), &json);
   lr__buf_append_char(&json, '}');
-  lr__run_send(run, json.data, json.len);
+  lr__run_send_reply(run, &json);
   lr__buf_free(&json);
 }
 
@@ -310,6 +340,8 @@ static void lr__on_released(void *ud) {
   lr__run_maybe_finish(run);
 }
 
+static void lr__on_flush(void *ud) { lr__run_flush_replies(ud); }
+
 static const lr_sandbox_events lr__run_events = {
     .on_frames = lr__on_frames,
     .on_frames_end = lr__on_frames_end,
@@ -318,6 +350,7 @@ static const lr_sandbox_events lr__run_events = {
     .on_write_error = lr__on_write_error,
     .on_failed = lr__on_failed,
     .on_released = lr__on_released,
+    .on_flush = lr__on_flush,
 };
 
 static void lr__on_wall(uv_timer_t *t) {
@@ -446,6 +479,7 @@ static void lr__run_free(lr_run *run) {
   free(run->message);
   if (run->has_value) lr__json_free(&run->value);
   lr__frame_decoder_free(&run->dec);
+  lr__buf_free(&run->replies);
   lr_config_free(&run->cfg);
   free(run);
 }

@@ -86,6 +86,8 @@ struct lr_run {
   lr_sandbox *sb;
   bool sandbox_gone, timer_closed;
   lr_frame_decoder dec;
+  lr_buf replies;         /* this turn's replies, as one `replies` frame's JSON so far */
+  size_t nreplies;
   uv_timer_t wall;
   uint64_t started_ms;
   /* What the program printed, as received. */

@@ -34,6 +34,9 @@ typedef struct lr_sandbox_events {
   /* After lr__sandbox_terminate: every process of the sandbox has been sent
    * SIGKILL (or is gone) and its output is drained. The run may deliver. */
   void (*on_released)(void *ud);
+  /* Just before this loop turn's writes leave (after lr__sandbox_kick): the
+   * run queues what it batched over the turn (its replies). */
+  void (*on_flush)(void *ud);
 } lr_sandbox_events;
 
 /* The runner's files, embedded by cmake/embed.cmake (NULL name ends the table). */
@@ -72,6 +75,8 @@ typedef struct lr_sandbox_ops {
   /* Queues data (malloc'd; ownership taken) for the sandbox's frame input.
    * Writes queued in one loop turn leave as one write. */
   void (*write)(lr_sandbox *sb, char *data, size_t len);
+  /* Asks for on_flush before this loop turn's writes leave. */
+  void (*kick)(lr_sandbox *sb);
   /* Ends the sandbox: its processes are killed (TERM, then KILL after the
    * kill grace where a grace applies), its output drained, then
    * on_released; on_gone follows once everything is reaped. Idempotent. */
@@ -93,6 +98,7 @@ static inline void lr__sandbox_attach(lr_sandbox *sb, const lr_sandbox_events *e
 static inline const char *lr__sandbox_token(const lr_sandbox *sb) { return sb->token; }
 static inline bool lr__sandbox_alive(const lr_sandbox *sb) { return sb->ops->alive(sb); }
 static inline void lr__sandbox_write(lr_sandbox *sb, char *data, size_t len) { sb->ops->write(sb, data, len); }
+static inline void lr__sandbox_kick(lr_sandbox *sb) { sb->ops->kick(sb); }
 static inline void lr__sandbox_terminate(lr_sandbox *sb) { sb->ops->terminate(sb); }
 
 /* sandbox_e2b.c: the E2B backend. One client per runtime; every run of the

@@ -873,6 +873,7 @@ static void lr__sb_on_kick(uv_prepare_t *p) {
     free(m);
   }
   if (!sb->terminating) {
+    if (sb->ev && sb->ev->on_flush) sb->ev->on_flush(sb->ud);
     if (sb->state == LR_SB_RUNNING && sb->outbox.len && !sb->input) lr__sb_send_input(sb);
     return;
   }
@@ -924,6 +925,11 @@ static void lr__e2b_write(lr_sandbox *base, char *data, size_t len) {
   free(data);
 }
 
+static void lr__e2b_kick(lr_sandbox *base) {
+  lr_e2b_sb *sb = (lr_e2b_sb *)base;
+  if (!sb->terminating && sb->state != LR_SB_ENDED) lr__sb_poke(sb);
+}
+
 static void lr__e2b_terminate(lr_sandbox *base) {
   lr_e2b_sb *sb = (lr_e2b_sb *)base;
   if (sb->terminating) return;
@@ -939,6 +945,7 @@ static const lr_sandbox_ops lr__e2b_ops = {
     .attach = lr__e2b_attach,
     .alive = lr__e2b_alive,
     .write = lr__e2b_write,
+    .kick = lr__e2b_kick,
     .terminate = lr__e2b_terminate,
 };
 

@@ -61,6 +61,7 @@ typedef struct lr_local {
 
 static const lr_sandbox_ops lr__local_ops;
 static void lr__local_write(lr_sandbox *base, char *data, size_t len);
+static void lr__local_kick(lr_sandbox *base);
 
 typedef struct lr_write_req {
   uv_write_t req;
@@ -256,6 +257,8 @@ static void lr__on_write(uv_write_t *req, int status) {
 
 static void lr__on_flush(uv_prepare_t *c) {
   lr_local *sb = c->data;
+  /* Still active while the run adds its batch: its write does not re-arm. */
+  if (sb->ev && sb->ev->on_flush && !sb->terminating) sb->ev->on_flush(sb->ud);
   uv_prepare_stop(c);
   if (!sb->outbox.len) return;
   size_t len;
@@ -432,6 +435,12 @@ static bool lr__local_alive(const lr_sandbox *base) {
   return !sb->exited && !sb->terminating && sb->from_open;
 }
 
+static void lr__local_kick(lr_sandbox *base) {
+  lr_local *sb = (lr_local *)base;
+  if (!sb->terminating && sb->to_open && !uv_is_active((uv_handle_t *)&sb->flush))
+    uv_prepare_start(&sb->flush, lr__on_flush);
+}
+
 static void lr__local_write(lr_sandbox *base, char *data, size_t len) {
   lr_local *sb = (lr_local *)base;
   if (sb->terminating || !sb->to_open) {
@@ -485,5 +494,6 @@ static const lr_sandbox_ops lr__local_ops = {
     .attach = lr__local_attach,
     .alive = lr__local_alive,
     .write = lr__local_write,
+    .kick = lr__local_kick,
     .terminate = lr__local_terminate,
 };

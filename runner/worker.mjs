@@ -116,11 +116,24 @@ function onLine(line) {
     if (NumberIsSafeInteger(mfb) && mfb > 0) maxFrameBytes = mfb;
     reader.maxLine = base64Length(maxFrameBytes);
     startRun(msg);
-  } else if (type === 'reply' && onReply !== null) {
-    const ok = own(msg, 'ok');
-    onReply(own(msg, 'id'), ok, ok === true ? own(msg, 'value') : own(msg, 'message'));
+  } else if (onReply !== null) {
+    if (type === 'reply') reply(msg);
+    else if (type === 'replies') {
+      const replies = own(msg, 'replies');
+      if (ArrayIsArray(replies)) {
+        for (let i = 0; i < replies.length && !finished; i++) {
+          const r = replies[i];
+          if (r !== null && typeof r === 'object') reply(r);
+        }
+      }
+    }
   }
   return !finished;
+}
+
+function reply(msg) {
+  const ok = own(msg, 'ok');
+  onReply(own(msg, 'id'), ok, ok === true ? own(msg, 'value') : own(msg, 'message'));
 }
 
 function own(obj, key) {

@@ -32,6 +32,23 @@ let s = 0; for (let i = 0; i < 3; i++) s += await tools.inc({ v: i }); return s;
     assert.are.same({ "a", "native" }, r.logs)
   end)
 
+  it("takes a replies frame, and refuses reply values that are not exact wire tokens", function()
+    local bad = {
+      '[{"kind":"array","length":0,"x":1}]', -- an extra key
+      '[{"length":0,"kind":"array"}]',       -- kind not first
+      '[{"kind":"object","keys":["a","a"]},1,2]', -- a repeated key
+      '[1,2]',                               -- trailing tokens
+      '[{"kind":"array","length":2},1]',     -- too few tokens
+      '[{"kind":"array","length":2},1,"x"]', -- fine
+    }
+    local r = drive({ values = bad, program = [[
+const r = await Promise.allSettled(Array.from({ length: 6 }, () => tools.inc({ v: 1 })));
+return r.map((x) => x.status === "fulfilled" ? x.value : x.reason.message);]] })
+    local lossy = "binding resolution must be lossless JSON"
+    assert.are.same({ type = "done", value = { { kind = "array", length = 6 }, lossy, lossy, lossy, lossy, lossy,
+      { kind = "array", length = 2 }, 1, "x" } }, r.terminal)
+  end)
+
   it("ends a loop with the compute budget", function()
     local r = drive({ program = "for (;;) {}", computeMs = 200 })
     assert.are.same({ kind = "timeout", message = "compute budget of 200 ms spent" }, r.terminal.error)

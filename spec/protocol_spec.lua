@@ -43,6 +43,16 @@ exec %s %s
     assert.are.same({ { id = 1, ok = true, value = 2 } }, r.result.value)
   end)
 
+  it("answers the calls of one turn in one replies frame, a lone call in a reply frame", function()
+    local args = { { kind = "object", keys = { "v" } }, 1 }
+    local r = script({
+      { frame = { type = "calls", calls = { { 1, "tools", "inc", args }, { 2, "tools", "inc", args },
+        { 3, "tools", "nope", args } } } },
+      { await = 3 }, call(4, "tools", "inc", args), { await = 4 }, { doneFrames = true } })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.are.same({ "replies:3", "reply" }, r.result.value)
+  end)
+
   it("says unknown binding for a member or namespace that does not exist, own members only", function()
     local r = script({
       call(1, "tools", "nope"), call(2, "nope", "inc"), call(3, "tools", "toString"),
