@@ -106,9 +106,11 @@ export class Channel {
   }
 
   // The worker: sends the pending logs, then `lines` (frame lines made by
-  // line(), concatenated), in one write. With terminal, records that the
-  // run's terminal frame went out.
-  flush(lines, terminal = false) {
+  // line(), concatenated), in one write, then the frame of the JSON text
+  // `lastJson` when there is one (a large value: its base64 is written as
+  // it is, not copied into one string with the rest). With terminal,
+  // records that the run's terminal frame went out.
+  flush(lines, terminal = false, lastJson = '') {
     this.lock();
     try {
       const logs = this.logsLine();
@@ -117,7 +119,11 @@ export class Channel {
       AtomicsAdd(this.i32, FLUSHES, 1);
       if (terminal) AtomicsStore(this.i32, TERMINAL, 1);
       const all = logs + lines;
-      if (all !== '') writeAll(all);
+      if (lastJson !== '') {
+        writeAll(all + this.token);
+        writeAll(BufferPrototypeToString(BufferFrom(lastJson, 'utf8'), 'base64'));
+        writeAll('\n');
+      } else if (all !== '') writeAll(all);
     } finally {
       this.unlock();
     }

@@ -33,6 +33,8 @@ const SocketPrototypeRef = uncurry(Socket.prototype.ref);
 const SocketPrototypeUnref = uncurry(Socket.prototype.unref);
 const Uint8ArrayPrototypeSubarray = uncurry(Uint8Array.prototype.subarray);
 const MathRound = Math.round;
+// A terminal frame whose JSON is longer goes out on its own (Channel.flush).
+const BIG_FRAME = 1 << 20;
 const setImmediateOwn = setImmediate;
 // Captured before any program runs (a program may rewrite `performance`).
 const ownEventLoopUtilization = ownPerformance.eventLoopUtilization.bind(ownPerformance);
@@ -324,7 +326,9 @@ function runProgram(boot) {
     // Calls issued in this turn still leave first (the host cancels them).
     const calls = callsJson === '' ? '' : channel.line('{"type":"calls","calls":[' + callsJson + ']}');
     callsJson = '';
-    channel.flush(calls + channel.line('{"type":"stats","computeMs":' + (computeMs > 0 ? computeMs : 0) + '}') + channel.line(json), true);
+    const stats = channel.line('{"type":"stats","computeMs":' + (computeMs > 0 ? computeMs : 0) + '}');
+    if (json.length > BIG_FRAME) channel.flush(calls + stats, true, json);
+    else channel.flush(calls + stats + channel.line(json), true);
   }
 
   // --- logs ---------------------------------------------------------------

@@ -65,6 +65,17 @@ describe("the output ledger", function()
     assert.are.equal(0, #kept % 3)
   end)
 
+  it("counts a long string's escapes exactly (its cost comes from its JSON text)", function()
+    -- 8 code points costing 1 + 2 + 2 + 2 + 6 + 2 + 3 + 4 = 22 bytes, 500 times: 11000,
+    -- plus the quotes, plus the empty log list's 2.
+    local program = 'return "a\\"\\\\\\n\\u0001é€😀".repeat(500)'
+    local r = run(program, 11004)
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.are.equal(11004, r.result.stats.outputBytes)
+    assert.are.equal(("a\"\\\n\1é€😀"):rep(500), r.result.value)
+    assert.are.equal("output-limit", run(program, 11003).result.error.kind)
+  end)
+
   it("counts escapes as JSON does", function()
     -- "\n" costs 2, a control 6: ["\n"] is 6 bytes, [\u0001] is 10.
     assert.are.equal(0, run('console.log("\\n"); return 1', 7).code)
