@@ -358,12 +358,18 @@ static void lr__on_wall(uv_timer_t *t) {
   lr__settlef(run, LR_TIMEOUT, "wall-clock limit of %" PRIu64 " ms reached", run->cfg.max_wall_ms);
 }
 
+/* The boot frame; with code NULL it goes without the program, which a
+ * `program` frame brings later (lr__write_program). */
 static void lr__write_boot(lr_run *run, const char *code, size_t len) {
   lr_buf json = {0};
   char num[32];
-  lr__buf_append_str(&json, "{\"type\":\"boot\",\"program\":");
-  lr__json_write_string(code, len, &json);
-  lr__buf_append_str(&json, ",\"namespaces\":[");
+  lr__buf_append_str(&json, "{\"type\":\"boot\",");
+  if (code) {
+    lr__buf_append_str(&json, "\"program\":");
+    lr__json_write_string(code, len, &json);
+    lr__buf_append_char(&json, ',');
+  }
+  lr__buf_append_str(&json, "\"namespaces\":[");
   for (size_t i = 0, n = 0; i < run->nnamespaces; i++) {
     if (!run->visible[i]) continue;
     if (n++) lr__buf_append_char(&json, ',');
@@ -388,10 +394,26 @@ static void lr__write_boot(lr_run *run, const char *code, size_t len) {
   lr__buf_free(&json);
 }
 
+static void lr__write_program(lr_run *run, const char *code, size_t len) {
+  lr_buf json = {0};
+  lr__buf_append_str(&json, "{\"type\":\"program\",\"program\":");
+  lr__json_write_string(code, len, &json);
+  lr__buf_append_char(&json, '}');
+  lr__run_send(run, json.data, json.len);
+  lr__buf_free(&json);
+}
+
+static void lr__run_attach(lr_run *run, lr_sandbox *sb) {
+  run->sb = sb;
+  lr__sandbox_attach(sb, &lr__run_events, run);
+  lr__frame_decoder_set_token(&run->dec, lr__sandbox_token(sb), strlen(lr__sandbox_token(sb)));
+  run->state = LR_RUN_RUNNING;
+}
+
 static void lr__on_stripped(void *ud, bool ok, bool broken, const char *text, size_t len) {
   lr_run *run = ud;
   run->strip_id = 0;
-  if (run->state != LR_RUN_STRIPPING) return;
+  if (run->state == LR_RUN_SETTLED) return;
   if (!ok) {
     if (broken)
       lr__settlef(run, LR_WORKER_EXIT, "type stripping failed: %.*s", (int)(len > 1000 ? 1000 : len), text);
@@ -399,15 +421,17 @@ static void lr__on_stripped(void *ud, bool ok, bool broken, const char *text, si
       lr__run_settle(run, LR_EXCEPTION, text, len);
     return;
   }
+  if (run->sb) { /* a pooled sandbox, booted while the program was stripped */
+    lr__write_program(run, text, len);
+    return;
+  }
   char err[LR_ERR_MAX];
-  run->sb = lr__runtime_take_sandbox(run->rt, &run->cfg, err);
-  if (!run->sb) {
+  lr_sandbox *sb = lr__runtime_take_sandbox(run->rt, &run->cfg, err);
+  if (!sb) {
     lr__settlef(run, LR_WORKER_EXIT, "the sandbox did not start: %s", err);
     return;
   }
-  lr__sandbox_attach(run->sb, &lr__run_events, run);
-  lr__frame_decoder_set_token(&run->dec, lr__sandbox_token(run->sb), strlen(lr__sandbox_token(run->sb)));
-  run->state = LR_RUN_RUNNING;
+  lr__run_attach(run, sb);
   lr__write_boot(run, text, len);
 }
 
@@ -565,6 +589,17 @@ int lr_run_start(lr_runtime *rt, const char *program, size_t len, const lr_run_o
     return 0;
   }
   run->strip_id = lr__stripper_strip(rt->stripper, program, len, lr__on_stripped, run);
+  /* A warm sandbox from the pool gets its boot frame at once: its worker
+   * sets the run up while the program is stripped, and the program follows
+   * in a `program` frame. (A strip failure then costs that sandbox; a cold
+   * one is only started once the program stripped.) */
+  if (run->state == LR_RUN_STRIPPING) {
+    lr_sandbox *sb = lr__pool_take(rt, &run->cfg);
+    if (sb) {
+      lr__run_attach(run, sb);
+      lr__write_boot(run, NULL, 0);
+    }
+  }
   return 0;
 }
 

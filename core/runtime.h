@@ -53,7 +53,8 @@ struct lr_runtime {
 
 typedef enum lr_run_state {
   LR_RUN_STRIPPING, /* waiting for the stripped program */
-  LR_RUN_RUNNING,   /* the sandbox is up, frames flow */
+  LR_RUN_RUNNING,   /* the sandbox is up, frames flow (a pooled one may still
+                       wait for its program: strip_id != 0) */
   LR_RUN_SETTLED,   /* the result is decided; waiting for the sandbox to be gone */
 } lr_run_state;
 

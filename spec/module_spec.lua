@@ -266,6 +266,38 @@ emit("END", "ok")
     end
   end)
 
+  it("boots a pooled sandbox while the program is stripped: a strip failure or an abort costs only that sandbox", function()
+    local r = lua_run([[
+local rt = lunarun.runtime({ poolSize = 1 })
+rt:add({ global = "tools", functions = { inc = function(a) return a.v + 1 end } })
+coroutine.wrap(function()
+  pause(1500) -- the pooled sandbox is up and warm
+  local bad = rt:run("let x = 1;\nenum Color { Red }\nreturn 1;")
+  emit("bad", { bad.error.kind, bad.error.message })
+  pause(1500)
+  local aborted
+  local handle = rt:run("return 2", function(res) aborted = res end)
+  handle:abort() -- still being stripped, its pooled sandbox already booted
+  while not aborted do pause(20) end
+  emit("aborted", aborted.error.kind)
+  pause(1500)
+  emit("after", rt:run("return await tools.inc({ v: 2 })").value)
+  rt:dispose()
+  emit("END", "ok")
+end)()
+uv.run()
+]])
+    assert_clean(r)
+    local L = r.lines
+    assert.are.same({ "ok" }, L.END, r.stderr)
+    local bad = decode(L.bad[1])
+    assert.are.equal("exception", bad[1])
+    assert.truthy(bad[2]:find("program.ts:2", 1, true), bad[2])
+    assert.truthy(bad[2]:find("enum", 1, true), bad[2])
+    assert.are.same({ "abort" }, L.aborted)
+    assert.are.same({ "3" }, L.after)
+  end)
+
   it("disposes with runs in flight: every run ends with abort before dispose returns", function()
     local r = lua_run([[
 local rt = lunarun.runtime({ killGraceMs = 500 })
