@@ -51,7 +51,7 @@ let finished = false;
 let startupActive = 0;
 let pendingCount = 0;
 const pending = new MapCtor();
-let onReply = null; // set by runProgram
+let acceptReplies = false; // set by runProgram
 let onProgram = null; // set by runProgram when the boot frame has no program
 
 // --- the host's frames (fd 3) ------------------------------------------------
@@ -121,7 +121,7 @@ function onLine(line) {
     onProgram = null;
     if (typeof program !== 'string') return fail('a program frame without a program');
     compile(program);
-  } else if (onReply !== null) {
+  } else if (acceptReplies) {
     if (type === 'reply') reply(msg);
     else if (type === 'replies') {
       const replies = own(msg, 'replies');
@@ -257,11 +257,119 @@ const workerStdio = [process.stdout, process.stderr];
   new vm.Script('(async function (console) {"use strict";\nreturn 1\n})', { filename: 'warmup.js' });
 })();
 
+// --- binding calls ---------------------------------------------------------
+// At module level, not in runProgram, so that a pooled sandbox's warm-up
+// runs the very functions a run's calls go through (V8 optimizes them
+// before the run needs them). The worker runs one program: this is its
+// state. While warmingCalls, nothing is written and fd 3's reference is
+// left alone.
+
+let nextId = 0;
+let callsJson = ''; // the calls of this turn, as JSON array elements
+let callsBytes = 0;
+let flushScheduled = false;
+let runMaxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
+let finishRun = null; // runProgram's finish
+let warmingCalls = false;
+const noop = () => {};
+
+// Logs and calls wait for the end of the turn (or 64 KB of logs), then
+// leave in one write.
+function flushTurn() {
+  flushScheduled = false;
+  if (finished) return;
+  if (warmingCalls) {
+    callsJson = '';
+    callsBytes = 0;
+    return;
+  }
+  const lines = callsJson === '' ? '' : channel.line('{"type":"calls","calls":[' + callsJson + ']}');
+  callsJson = '';
+  callsBytes = 0;
+  channel.flush(lines);
+}
+
+function scheduleFlush() {
+  if (!flushScheduled && !warmingCalls) {
+    flushScheduled = true;
+    setImmediateOwn(flushTurn);
+  }
+}
+
+function rejected(err) {
+  return ownPromise(new PromiseCtor((resolve, reject) => reject(err)));
+}
+
+function fillError(err, errInfo, member, message) {
+  err.message = message;
+  if (errInfo !== null) defineData(err, errInfo.prop, member);
+  return err;
+}
+
+function callBinding(f, global, member, errInfo, arg) {
+  if (finished) return new PromiseCtor(noop);
+  // Made here so that its stack shows where the program called: one
+  // capture, from f's caller (the constructor's own is switched off).
+  const limit = ErrorCtor.stackTraceLimit;
+  ErrorCtor.stackTraceLimit = 0;
+  const err = errInfo !== null ? new errInfo.cls('') : new ErrorCtor('');
+  ErrorCtor.stackTraceLimit = limit;
+  ErrorCaptureStackTrace(err, f);
+  const envelope = 47 + numberCost(nextId + 1) + stringCost(global) + stringCost(member);
+  const enc = wireEncode(arg === undefined ? null : arg, Infinity, runMaxFrameBytes - envelope, 'args');
+  if (!enc.ok) {
+    if (enc.tooLarge) {
+      finishRun(['error', 'worker-exit', `the arguments of ${global}.${member} exceed maxFrameBytes (${runMaxFrameBytes})`]);
+      return new PromiseCtor(noop);
+    }
+    return rejected(fillError(err, errInfo, member, 'binding arguments must be lossless JSON'));
+  }
+  const id = ++nextId;
+  return ownPromise(new PromiseCtor((resolve, reject) => {
+    MapPrototypeSet(pending, id, { resolve, reject, err, errInfo, member });
+    if (pendingCount++ === 0 && !warmingCalls) SocketPrototypeRef(input);
+    // One frame per turn: a batch never grows past maxFrameBytes.
+    const call = '[' + id + ',' + JSONStringify(global) + ',' + JSONStringify(member) + ',' + (enc.json !== undefined ? enc.json : tokensJson(enc.tokens)) + ']';
+    const bytes = envelope + enc.wire;
+    if (callsJson !== '' && callsBytes + bytes + 40 > runMaxFrameBytes) flushTurn();
+    callsJson = callsJson === '' ? call : callsJson + ',' + call;
+    callsBytes += bytes + 1;
+    scheduleFlush();
+  }));
+}
+
+// `await p` takes its fast path (no `then` call) when p.constructor is
+// the intrinsic %Promise%: an own property keeps it so even when the
+// program rewrote Promise.prototype.constructor and then.
+const PROMISE_CTOR_DESC = { __proto__: null, value: PromiseCtor, writable: true, enumerable: false, configurable: true };
+function ownPromise(p) {
+  ReflectDefineProperty(p, 'constructor', PROMISE_CTOR_DESC);
+  return p;
+}
+
+function onReply(id, ok, payload) {
+  const entry = MapPrototypeGet(pending, id);
+  if (entry === undefined) return; // unknown or already answered
+  MapPrototypeDelete(pending, id);
+  if (--pendingCount === 0 && !warmingCalls) SocketPrototypeUnref(input);
+  if (finished) return;
+  if (ok === true) {
+    const dec = wireDecode(payload);
+    if (dec.ok) entry.resolve(dec.value);
+    else entry.reject(fillError(entry.err, entry.errInfo, entry.member, 'binding resolution must be lossless JSON'));
+  } else {
+    const message = typeof payload === 'string' ? payload : 'binding failed';
+    entry.reject(fillError(entry.err, entry.errInfo, entry.member, message));
+  }
+}
+
 // Then, when the token came without a boot frame (a sandbox waiting in the
 // pool; a cold run's boot frame is in the same read), the per-call paths run
 // often enough for V8 to optimize them before a run needs them (about 20 ms
-// of CPU): a small argument's encoding and its frame line, a replies frame's
-// decoding. In slices, so that a boot frame that arrives stops it at once.
+// of CPU): a call with a small argument, its frame line, a replies frame's
+// decoding and the reply. In slices, so that a boot frame that arrives stops
+// it at once.
+const warmBinding = (arg) => callBinding(warmBinding, 'tools', 'inc', null, arg);
 const WARM_CALLS = 1000;
 const WARM_SLICE = 50;
 const warmFrame = BufferFrom(BufferPrototypeToString(BufferFrom(
@@ -269,13 +377,18 @@ const warmFrame = BufferFrom(BufferPrototypeToString(BufferFrom(
   + '{"type":"reply","id":2,"ok":true,"value":[{"kind":"object","keys":["a"]},"x"]}]}'), 'base64'));
 function warmCalls(done) {
   if (lineNo >= 2 || done >= WARM_CALLS) return;
+  warmingCalls = true;
   for (let i = done; i < done + WARM_SLICE; i++) {
-    const enc = wireEncode({ v: i }, Infinity, 1e6, 'args');
-    channel.line('[' + i + ',"tools","inc",' + enc.json + ']');
-    const msg = decodeLine(warmFrame);
-    const rs = own(msg, 'replies');
-    for (let j = 0; j < rs.length; j++) wireDecode(own(rs[j], 'value'));
+    warmBinding({ v: i });
+    channel.line('{"type":"calls","calls":[' + callsJson + ']}');
+    flushTurn();
+    const rs = own(decodeLine(warmFrame), 'replies');
+    const r = rs[0];
+    onReply(nextId, own(r, 'ok'), own(r, 'value'));
+    wireDecode(own(rs[1], 'value'));
   }
+  warmingCalls = false;
+  nextId = 0;
   setImmediateOwn(warmCalls, done + WARM_SLICE);
 }
 
@@ -287,31 +400,14 @@ const runProgram = (function runProgram(boot) {
 
   let logsCost = 2;
   let logsCount = 0;
-  let nextId = 0;
   let exitRequested = false;
-  const noop = () => {};
-
-  // Logs and calls wait for the end of the turn (or 64 KB of logs), then
-  // leave in one write.
-  let flushScheduled = false;
-  let callsJson = '';
-  let callsBytes = 0;
-
-  function flushTurn() {
-    flushScheduled = false;
-    if (finished) return;
-    const lines = callsJson === '' ? '' : channel.line('{"type":"calls","calls":[' + callsJson + ']}');
-    callsJson = '';
-    callsBytes = 0;
-    channel.flush(lines);
-  }
-
-  function scheduleFlush() {
-    if (!flushScheduled) {
-      flushScheduled = true;
-      setImmediateOwn(flushTurn);
-    }
-  }
+  runMaxFrameBytes = maxFrameBytes;
+  nextId = 0;
+  callsJson = '';
+  callsBytes = 0;
+  flushScheduled = false;
+  acceptReplies = true;
+  finishRun = finish;
 
   function post(text) {
     const pendingBytes = channel.appendLog(JSONStringify(text));
@@ -433,72 +529,6 @@ const runProgram = (function runProgram(boot) {
 
   // --- bindings -------------------------------------------------------------
 
-  function rejected(err) {
-    return ownPromise(new PromiseCtor((resolve, reject) => reject(err)));
-  }
-
-  function fillError(err, errInfo, member, message) {
-    err.message = message;
-    if (errInfo !== null) defineData(err, errInfo.prop, member);
-    return err;
-  }
-
-  function callBinding(f, global, member, errInfo, arg) {
-    if (finished) return new PromiseCtor(noop);
-    // Made here so that its stack shows where the program called: one
-    // capture, from f's caller (the constructor's own is switched off).
-    const limit = ErrorCtor.stackTraceLimit;
-    ErrorCtor.stackTraceLimit = 0;
-    const err = errInfo !== null ? new errInfo.cls('') : new ErrorCtor('');
-    ErrorCtor.stackTraceLimit = limit;
-    ErrorCaptureStackTrace(err, f);
-    const envelope = 47 + numberCost(nextId + 1) + stringCost(global) + stringCost(member);
-    const enc = wireEncode(arg === undefined ? null : arg, Infinity, maxFrameBytes - envelope, 'args');
-    if (!enc.ok) {
-      if (enc.tooLarge) {
-        finish(['error', 'worker-exit', `the arguments of ${global}.${member} exceed maxFrameBytes (${maxFrameBytes})`]);
-        return new PromiseCtor(noop);
-      }
-      return rejected(fillError(err, errInfo, member, 'binding arguments must be lossless JSON'));
-    }
-    const id = ++nextId;
-    return ownPromise(new PromiseCtor((resolve, reject) => {
-      MapPrototypeSet(pending, id, { resolve, reject, err, errInfo, member });
-      if (pendingCount++ === 0) SocketPrototypeRef(input);
-      // One frame per turn: a batch never grows past maxFrameBytes.
-      const call = '[' + id + ',' + JSONStringify(global) + ',' + JSONStringify(member) + ',' + (enc.json !== undefined ? enc.json : tokensJson(enc.tokens)) + ']';
-      const bytes = envelope + enc.wire;
-      if (callsJson !== '' && callsBytes + bytes + 40 > maxFrameBytes) flushTurn();
-      callsJson = callsJson === '' ? call : callsJson + ',' + call;
-      callsBytes += bytes + 1;
-      scheduleFlush();
-    }));
-  }
-
-  // `await p` takes its fast path (no `then` call) when p.constructor is
-  // the intrinsic %Promise%: an own property keeps it so even when the
-  // program rewrote Promise.prototype.constructor and then.
-  const PROMISE_CTOR_DESC = { __proto__: null, value: PromiseCtor, writable: true, enumerable: false, configurable: true };
-  function ownPromise(p) {
-    ReflectDefineProperty(p, 'constructor', PROMISE_CTOR_DESC);
-    return p;
-  }
-
-  onReply = function onReply(id, ok, payload) {
-    const entry = MapPrototypeGet(pending, id);
-    if (entry === undefined) return; // unknown or already answered
-    MapPrototypeDelete(pending, id);
-    if (--pendingCount === 0) SocketPrototypeUnref(input);
-    if (finished) return;
-    if (ok === true) {
-      const dec = wireDecode(payload);
-      if (dec.ok) entry.resolve(dec.value);
-      else entry.reject(fillError(entry.err, entry.errInfo, entry.member, 'binding resolution must be lossless JSON'));
-    } else {
-      const message = typeof payload === 'string' ? payload : 'binding failed';
-      entry.reject(fillError(entry.err, entry.errInfo, entry.member, message));
-    }
-  };
 
   function makeErrorClass(name) {
     const holder = { [name]: class extends ErrorCtor {} };
