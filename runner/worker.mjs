@@ -181,7 +181,6 @@ function startRun(msg) {
     computeMs: msg.computeMs,
     maxOutputBytes: msg.maxOutputBytes,
     maxOldGenerationSizeMb: msg.maxOldGenerationSizeMb,
-    maxFrameBytes: own(msg, 'maxFrameBytes') === undefined ? DEFAULT_MAX_FRAME_BYTES : msg.maxFrameBytes,
   });
 }
 
@@ -268,7 +267,6 @@ let nextId = 0;
 let callsJson = ''; // the calls of this turn, as JSON array elements
 let callsBytes = 0;
 let flushScheduled = false;
-let runMaxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
 let finishRun = null; // runProgram's finish
 let warmingCalls = false;
 const noop = () => {};
@@ -278,15 +276,10 @@ const noop = () => {};
 function flushTurn() {
   flushScheduled = false;
   if (finished) return;
-  if (warmingCalls) {
-    callsJson = '';
-    callsBytes = 0;
-    return;
-  }
   const lines = callsJson === '' ? '' : channel.line('{"type":"calls","calls":[' + callsJson + ']}');
   callsJson = '';
   callsBytes = 0;
-  channel.flush(lines);
+  if (!warmingCalls) channel.flush(lines);
 }
 
 function scheduleFlush() {
@@ -316,10 +309,10 @@ function callBinding(f, global, member, errInfo, arg) {
   ErrorCtor.stackTraceLimit = limit;
   ErrorCaptureStackTrace(err, f);
   const envelope = 47 + numberCost(nextId + 1) + stringCost(global) + stringCost(member);
-  const enc = wireEncode(arg === undefined ? null : arg, Infinity, runMaxFrameBytes - envelope, 'args');
+  const enc = wireEncode(arg === undefined ? null : arg, Infinity, maxFrameBytes - envelope, 'args');
   if (!enc.ok) {
     if (enc.tooLarge) {
-      finishRun(['error', 'worker-exit', `the arguments of ${global}.${member} exceed maxFrameBytes (${runMaxFrameBytes})`]);
+      finishRun(['error', 'worker-exit', `the arguments of ${global}.${member} exceed maxFrameBytes (${maxFrameBytes})`]);
       return new PromiseCtor(noop);
     }
     return rejected(fillError(err, errInfo, member, 'binding arguments must be lossless JSON'));
@@ -331,7 +324,7 @@ function callBinding(f, global, member, errInfo, arg) {
     // One frame per turn: a batch never grows past maxFrameBytes.
     const call = '[' + id + ',' + JSONStringify(global) + ',' + JSONStringify(member) + ',' + (enc.json !== undefined ? enc.json : tokensJson(enc.tokens)) + ']';
     const bytes = envelope + enc.wire;
-    if (callsJson !== '' && callsBytes + bytes + 40 > runMaxFrameBytes) flushTurn();
+    if (callsJson !== '' && callsBytes + bytes + 40 > maxFrameBytes) flushTurn();
     callsJson = callsJson === '' ? call : callsJson + ',' + call;
     callsBytes += bytes + 1;
     scheduleFlush();
@@ -380,7 +373,6 @@ function warmCalls(done) {
   warmingCalls = true;
   for (let i = done; i < done + WARM_SLICE; i++) {
     warmBinding({ v: i });
-    channel.line('{"type":"calls","calls":[' + callsJson + ']}');
     flushTurn();
     const rs = own(decodeLine(warmFrame), 'replies');
     const r = rs[0];
@@ -396,12 +388,10 @@ function warmCalls(done) {
 // sandbox waits) rather than lazily when the boot frame comes (about 0.3 ms).
 const runProgram = (function runProgram(boot) {
   const cap = boot.maxOutputBytes;
-  const maxFrameBytes = boot.maxFrameBytes;
 
   let logsCost = 2;
   let logsCount = 0;
   let exitRequested = false;
-  runMaxFrameBytes = maxFrameBytes;
   nextId = 0;
   callsJson = '';
   callsBytes = 0;
